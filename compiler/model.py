@@ -1,0 +1,158 @@
+"""The normalised job: plain, frozen, typed data with every default applied.
+
+normalise.py builds it from a valid run file; render.py turns it into a script. Anything a
+template would otherwise have to work out from several fields is a property here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+DEFAULT_IMAGE = (
+    "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1"
+    "@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b"
+)
+CONTAINER_RUN_DIR = "/workspace/run"
+CONTAINER_CACHE_DIR = "/workspace/hf-cache"
+
+Gpus = Literal["all", "none"] | tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One program run in the run dir; `argv[0]` is the program as the run file names it."""
+
+    name: str
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedFile:
+    """A text file the script writes into the run dir; `origin` says where it came from."""
+
+    path: str
+    content: str
+    origin: str
+
+    @property
+    def ends_with_newline(self) -> bool:
+        return self.content.endswith("\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """An environment variable passed by name; a required one must be set and not empty."""
+
+    name: str
+    required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """An extra bind mount into the container."""
+
+    source: str
+    target: str
+    readonly: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """Steps run with `engine run`, one container per step."""
+
+    engine: Literal["docker", "podman"]
+    image: str
+    shm_size: str | None
+    mounts: tuple[Mount, ...]
+    extra_args: tuple[str, ...]
+
+    @property
+    def kind(self) -> str:
+        return self.engine
+
+
+@dataclass(frozen=True, slots=True)
+class Native:
+    """Steps run on the machine, their programs from `venv/bin/` or from PATH."""
+
+    venv: str | None
+    env_file: str | None
+
+    @property
+    def kind(self) -> str:
+        return "native"
+
+    def program(self, name: str) -> str:
+        """Return where a step's program is: in the venv unless the name is a path."""
+        if self.venv is None or "/" in name:
+            return name
+        return f"{self.venv.rstrip('/')}/bin/{name}"
+
+
+def lookup(program: str) -> Literal["path", "absolute", "run_dir"]:
+    """How the shell finds `program`: on PATH, at an absolute (or ~/) path, or in the run dir."""
+    if "/" not in program:
+        return "path"
+    return "absolute" if program.startswith(("/", "~")) else "run_dir"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """Everything the script needs, defaults applied; paths as written (`~` not expanded)."""
+
+    id: str
+    source_file: str
+    description: str | None
+    runtime: Container | Native
+    gpus: Gpus
+    run_dir: str
+    # None for a native job that sets no cache dir: Hugging Face then uses its own default.
+    cache_dir: str | None
+    steps: tuple[Step, ...]
+    files: tuple[EmbeddedFile, ...]
+    env: tuple[tuple[str, str], ...]
+    secrets: tuple[Secret, ...]
+
+    @property
+    def container(self) -> Container | None:
+        return self.runtime if isinstance(self.runtime, Container) else None
+
+    @property
+    def native(self) -> Native | None:
+        return self.runtime if isinstance(self.runtime, Native) else None
+
+    @property
+    def programs(self) -> tuple[str, ...]:
+        """The distinct programs a native job runs, where it finds them, in step order."""
+        if self.native is None:
+            return ()
+        return tuple(dict.fromkeys(self.native.program(step.argv[0]) for step in self.steps))
+
+    @property
+    def container_name(self) -> str:
+        return f"overbrainer-{self.id}"
+
+    @property
+    def gpu_args(self) -> tuple[str, ...]:
+        """The engine options that give the container its GPUs (SPEC §4.3)."""
+        if self.container is None:
+            return ()
+        if self.container.engine == "docker":
+            if self.gpus == "none":
+                return ()
+            device = "all" if self.gpus == "all" else '"device=' + ",".join(self.gpus) + '"'
+            return ("--gpus", device, "--ulimit", "memlock=-1", "--ulimit", "stack=67108864")
+        label = ("--security-opt=label=disable",)
+        if self.gpus == "none":
+            return label
+        ids = ("all",) if self.gpus == "all" else self.gpus
+        devices = tuple(arg for i in ids for arg in ("--device", f"nvidia.com/gpu={i}"))
+        return (*devices, *label, "--ulimit", "host")
+
+    @property
+    def cuda_visible_devices(self) -> str | None:
+        """What a native job sets CUDA_VISIBLE_DEVICES to, or None to leave it alone."""
+        if self.gpus == "all":
+            return None
+        return "" if self.gpus == "none" else ",".join(self.gpus)

@@ -1,0 +1,146 @@
+"""Stage 3, normalise: valid run-file data (+ the files it names) → a `Job`, defaults applied.
+
+This is the only place defaults live. The input has passed validation, so the data has the
+shape the schema promises; nothing here reports problems.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from .load import Path_
+from .model import (
+    DEFAULT_IMAGE,
+    Container,
+    EmbeddedFile,
+    Job,
+    Mount,
+    Native,
+    Secret,
+    Step,
+)
+from .rules import AXOLOTL_CONFIG_NAME
+
+DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
+DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"
+AXOLOTL_ENV = (("AXOLOTL_DO_NOT_TRACK", "1"),)
+CONFIG_FIELD: Path_ = ("trainer", "axolotl", "config")
+# Step name and Axolotl command, in the order they run.
+AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
+
+
+def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
+    """Return the fields that name files to embed, with the path each names."""
+    fields: list[tuple[Path_, str]] = []
+    config = data.get("trainer", {}).get("axolotl", {}).get("config")
+    if isinstance(config, str):
+        fields.append((CONFIG_FIELD, config))
+    fields += [(("files", name), source) for name, source in data.get("files", {}).items()]
+    return fields
+
+
+def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, str]) -> Job:
+    """Return the job a valid run file describes; `attachments` holds the files it names."""
+    runtime = data["runtime"]
+    kind = runtime["kind"]
+    job_id = data["id"]
+    paths = data.get("paths", {})
+    cache_default = None if kind == "native" else DEFAULT_CACHE_DIR
+    return Job(
+        id=job_id,
+        source_file=source_file,
+        description=data.get("description"),
+        runtime=_runtime(runtime),
+        gpus=_gpus(runtime.get("gpus", "all")),
+        run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
+        cache_dir=paths.get("cache_dir", cache_default),
+        steps=_steps(data),
+        files=_files(data, attachments),
+        env=_env(data),
+        secrets=tuple(_secret(item) for item in data.get("secrets", ())),
+    )
+
+
+def _runtime(runtime: dict[str, Any]) -> Container | Native:
+    if runtime["kind"] == "native":
+        return Native(venv=runtime.get("venv"), env_file=runtime.get("env_file"))
+    return Container(
+        engine=runtime["kind"],
+        image=runtime.get("image", DEFAULT_IMAGE),
+        shm_size=runtime.get("shm_size"),
+        mounts=tuple(Mount(m["source"], m["target"], m.get("readonly", False))
+                     for m in runtime.get("mounts", ())),
+        extra_args=tuple(runtime.get("extra_args", ())),
+    )
+
+
+def _gpus(gpus: str | list[int | str]) -> str | tuple[str, ...]:
+    return gpus if isinstance(gpus, str) else tuple(str(device) for device in gpus)
+
+
+def _steps(data: dict[str, Any]) -> tuple[Step, ...]:
+    if "steps" in data:
+        return tuple(Step(step["name"], tuple(step["run"])) for step in data["steps"])
+    axolotl = data["trainer"]["axolotl"]
+    enabled = {"preprocess": axolotl.get("preprocess", False), "train": True,
+               "merge": axolotl.get("merge", False)}
+    return tuple(Step(name, ("axolotl", command, AXOLOTL_CONFIG_NAME))
+                 for name, command in AXOLOTL_STEPS if enabled[name])
+
+
+def _files(data: dict[str, Any], attachments: dict[Path_, str]) -> tuple[EmbeddedFile, ...]:
+    files = []
+    if "trainer" in data:
+        config = data["trainer"]["axolotl"]["config"]
+        if isinstance(config, str):
+            files.append(EmbeddedFile(AXOLOTL_CONFIG_NAME, attachments[CONFIG_FIELD], config))
+        else:
+            files.append(EmbeddedFile(AXOLOTL_CONFIG_NAME, dump_config(config),
+                                      "trainer.axolotl.config"))
+    for name, source in data.get("files", {}).items():
+        files.append(EmbeddedFile(name, attachments[("files", name)], source))
+    return tuple(files)
+
+
+def _env(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    env = {name: str(value) for name, value in data.get("env", {}).items()}
+    defaults = AXOLOTL_ENV if "trainer" in data else ()
+    return tuple((name, value) for name, value in defaults if name not in env) + tuple(
+        env.items())
+
+
+def _secret(item: str | dict[str, Any]) -> Secret:
+    if isinstance(item, str):
+        return Secret(item, required=True)
+    return Secret(item["name"], required=item.get("required", True))
+
+
+def dump_config(config: dict[str, Any]) -> str:
+    """Return an inline Axolotl config as YAML that Axolotl reads back to the same values."""
+    # Axolotl reads its config with PyYAML, which speaks YAML 1.1: written as 1.1, strings
+    # such as 'yes' or 'on' come out quoted and floats keep the dot PyYAML needs (2.0e-05).
+    text = _dump(config, allow_unicode=True)
+    if _load_1_1(text) != config:
+        # Some characters (NEL, U+2028) are line breaks to YAML 1.1 even inside quotes;
+        # escaping every non-ASCII character keeps them exact.
+        text = _dump(config, allow_unicode=False)
+    return text
+
+
+def _dump(config: dict[str, Any], *, allow_unicode: bool) -> str:
+    yaml = YAML(typ="safe", pure=True)
+    yaml.version = (1, 1)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False
+    yaml.allow_unicode = allow_unicode
+    yaml.width = 4096
+    stream = io.StringIO()
+    yaml.dump(config, stream)
+    return stream.getvalue()
+
+
+def _load_1_1(text: str) -> Any:
+    return YAML(typ="safe", pure=True).load(text)

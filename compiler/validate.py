@@ -1,0 +1,184 @@
+"""Stage 2, validate: a loaded run file → every problem in it, located and explained.
+
+First the JSON Schema (schemas/run.schema.json), whose errors are translated into short
+messages with "did you mean"; then the rules a schema cannot express (rules.py). Nothing here
+changes the data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from jsonschema import Draft7Validator, ValidationError, validators
+
+from . import rules
+from .diagnostics import Diagnostic, did_you_mean, field_path
+from .load import Path_, Source
+from .resources import run_schema
+
+# Keys and values that later versions of the format will give a meaning.
+NOT_SUPPORTED_YET = {("slurm",), ("matrix",), ("extends",)}
+KINDS_NOT_SUPPORTED_YET = {"apptainer"}
+
+
+def _fullmatch_pattern(validator: Any, pattern: str, instance: Any, schema: dict) -> Iterator:
+    # jsonschema's `pattern` uses re.search, so '^[a-z]+$' accepts 'run1\n', and \d would
+    # accept Arabic-Indic digits (python-jsonschema #576, #1148). obc's patterns mean the
+    # whole string, in ASCII; editors read the same '^...$' patterns the ECMA way.
+    if isinstance(instance, str) and not re.fullmatch(pattern, instance, re.ASCII):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@cache
+def _validator() -> Draft7Validator:
+    strict = validators.extend(Draft7Validator, {"pattern": _fullmatch_pattern})
+    return strict(run_schema())
+
+
+def validate(source: Source) -> list[Diagnostic]:
+    """Return every problem in `source`, sorted by position."""
+    found: set[Diagnostic] = set()
+    for error in _validator().iter_errors(source.data):
+        found.update(_translate(source, error))
+    for problem in rules.check(source.data):
+        mark = source.mark(problem.path, key=problem.at_key)
+        found.add(Diagnostic(source.file, mark.line, mark.column, field_path(problem.path),
+                             problem.message, problem.hint))
+    return sorted(found)
+
+
+def _translate(source: Source, error: ValidationError) -> Iterator[Diagnostic]:
+    """Turn one jsonschema error into diagnostics (several for several unknown keys)."""
+    for path, at_key, message, hint in _explain(source, error):
+        mark = source.mark(path, key=at_key)
+        yield Diagnostic(source.file, mark.line, mark.column, field_path(path), message, hint)
+
+
+Explanation = tuple[Path_, bool, str, str | None]
+
+
+def _explain(source: Source, error: ValidationError) -> Iterator[Explanation]:
+    path: Path_ = tuple(error.absolute_path)
+    keyword, instance, schema = error.validator, error.instance, error.schema
+    hint = schema.get("errorMessage") if isinstance(schema, dict) else None
+    if "propertyNames" in error.absolute_schema_path:
+        # The error is about a key of the mapping at `path`; point at that key.
+        yield (*path, instance), True, f"{show(instance)} is not a valid name: " \
+            f"{error.schema.get('patternErrorMessage', 'has a bad form')}", None
+    elif keyword == "additionalProperties":
+        yield from _unknown_keys(path, instance, schema)
+    elif keyword == "required":
+        for key in error.validator_value:
+            if isinstance(instance, dict) and key not in instance:
+                yield path, False, f"missing required key '{key}'", None
+    elif keyword in ("oneOf", "anyOf"):
+        yield from _alternatives(source, error, hint)
+    elif keyword == "type":
+        yield path, False, f"expected {_types(error.validator_value)}, got {describe(instance)}", \
+            _quote_hint(source, path, error.validator_value) or hint
+    else:
+        yield path, False, _simple_message(path, keyword, error), hint
+
+
+def _unknown_keys(path: Path_, instance: dict, schema: dict) -> Iterator[Explanation]:
+    known = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    for key in instance:
+        if key in known or any(re.search(p, key) for p in patterns):
+            continue
+        if (*path, key) in NOT_SUPPORTED_YET:
+            yield (*path, key), True, f"'{key}' is not supported yet by this obc", None
+        else:
+            where = f" in {field_path(path)}" if path else ""
+            yield (*path, key), True, f"unknown key '{key}'{where}{did_you_mean(key, known)}", None
+
+
+def _alternatives(source: Source, error: ValidationError, hint: str | None) -> \
+        Iterator[Explanation]:
+    """Explain a oneOf/anyOf failure through the one branch whose type fits, if any."""
+    by_branch: dict[int, list[ValidationError]] = {}
+    for sub in error.context or ():
+        by_branch.setdefault(sub.schema_path[0], []).append(sub)
+    fitting = [subs for subs in by_branch.values()
+               if not any(s.validator == "type" and not s.path for s in subs)]
+    if len(fitting) == 1:
+        for sub in fitting[0]:
+            yield from _explain(source, sub)
+        return
+    path: Path_ = tuple(error.absolute_path)
+    types = [branch.get("type") for branch in error.validator_value if isinstance(branch, dict)]
+    expected = _types([t for t in types if t] or ["a valid value"])
+    yield path, False, f"expected {expected}, got {describe(error.instance)}", \
+        _quote_hint(source, path, types) or hint
+
+
+def _simple_message(path: Path_, keyword: str, error: ValidationError) -> str:
+    instance, value = error.instance, error.validator_value
+    if keyword == "enum":
+        if path == ("runtime", "kind") and instance in KINDS_NOT_SUPPORTED_YET:
+            return f"'{instance}' is not supported yet by this obc"
+        choices = ", ".join(str(v) for v in value)
+        suggestion = did_you_mean(instance, value) if isinstance(instance, str) else ""
+        return f"{show(instance)} is not one of {choices}{suggestion}"
+    if keyword == "const" and path == ("version",):
+        return f"unsupported version {show(instance)}; this obc reads version {value}"
+    if keyword == "pattern":
+        return f"{show(instance)}: {error.schema.get('patternErrorMessage', 'has a bad form')}"
+    if keyword in ("minItems", "minLength"):
+        return "must not be empty" if value == 1 else f"needs at least {value} items"
+    if keyword == "uniqueItems":
+        return "lists the same item twice"
+    if keyword == "minimum":
+        return f"must be at least {value}, got {show(instance)}"
+    return error.message
+
+
+_TYPE_NAMES = {"string": "a string", "integer": "an integer", "boolean": "true or false",
+               "object": "a mapping", "array": "a list", "number": "a number", "null": "null"}
+
+
+def _types(types: Any) -> str:
+    names = [_TYPE_NAMES.get(t, t) for t in ([types] if isinstance(types, str) else types)]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def describe(value: Any) -> str:
+    """Describe a YAML value by what YAML made of it: `the number 3.1`, `a list`."""
+    if value is None:
+        return "null (an empty value)"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"the string {show(value)}"
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """Return a short, one-line rendering of a value for a message."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _quote_hint(source: Source, path: Path_, expected: Any) -> str | None:
+    """For a scalar YAML typed where a string was expected, show how to quote it."""
+    wanted = [expected] if isinstance(expected, str) else list(expected)
+    raw = source.raw.get(path)
+    if "string" not in wanted or raw is None or not path:
+        return None
+    key = path[-1]
+    lead = f"{key}: " if isinstance(key, str) else "- "
+    return f'YAML reads {raw} as {describe(_typed(source, path))}; quote it: {lead}"{raw}"'
+
+
+def _typed(source: Source, path: Path_) -> Any:
+    value: Any = source.data
+    for part in path:
+        value = value[part]
+    return value
