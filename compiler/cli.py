@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .diagnostics import ObcError
+from .diagnostics import Diagnostic, ObcError
 from .pipeline import compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
-from .write import apply, plan
+from .write import MODE, Change, apply, plan
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -48,51 +48,87 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "compile" and args.diff and not args.check:
+        parser.error("--diff works only with --check")
     try:
         if args.command == "schema":
             sys.stdout.write(schema_path().read_text(encoding="utf-8"))
             return EXIT_OK
+        if args.command == "validate":
+            return _validate(args)
         return _compile(args)
     except ObcError as error:
         print(f"obc: error: {error}", file=sys.stderr)
         return EXIT_USAGE
 
 
+def _validate(args: argparse.Namespace) -> int:
+    problems = compile_files(args.paths).diagnostics
+    _report(args.format, problems)
+    return EXIT_INVALID if problems else EXIT_OK
+
+
 def _compile(args: argparse.Namespace) -> int:
-    validating = args.command == "validate"
-    result = compile_files(args.paths, None if validating else args.out)
-    report = REPORTERS[args.format]
-    stream = sys.stderr if args.format == "text" else sys.stdout
-    if result.diagnostics or args.format != "text":
-        report(result.diagnostics, stream)
+    result = compile_files(args.paths, args.out)
     if result.diagnostics:
+        _report(args.format, result.diagnostics)
         return EXIT_INVALID
-    if validating:
-        return EXIT_OK
     changes = plan(args.out, result.scripts)
     if args.check:
-        return _report_drift(args, changes)
-    done = apply(changes)
-    counts = {status: sum(c.status == status for c in done)
-              for status in ("written", "unchanged", "removed")}
-    for change in done:
-        if change.status == "removed":
-            print(f"obc: removed {change.path} (its run file is gone)", file=sys.stderr)
-    print("obc: " + ", ".join(f"{n} {status}" for status, n in counts.items()), file=sys.stderr)
+        return _check(args, changes)
+    _report(args.format, [])
+    _report_writes(apply(changes))
     return EXIT_OK
 
 
-def _report_drift(args: argparse.Namespace, changes: list) -> int:
-    drift = [c for c in changes if c.status != "unchanged"]
-    for change in drift:
-        why = {"changed": "would change", "missing": "is missing",
-               "stale": "is stale (no run file produces it)"}[change.status]
-        print(f"obc: {change.path} {why}", file=sys.stderr)
-        if args.diff:
-            sys.stdout.write(change.diff())
-    if not drift:
-        return EXIT_OK
+def _report(format_: str, problems: list[Diagnostic]) -> None:
+    """Print problems: text on stderr, only if there are any; other formats always, on stdout."""
+    if problems or format_ != "text":
+        REPORTERS[format_](problems, sys.stderr if format_ == "text" else sys.stdout)
+
+
+def _check(args: argparse.Namespace, changes: list[Change]) -> int:
+    """Report how OUT differs from what compile would write; 1 if it does, 0 if not."""
+    drift = [change for change in changes if change.status != "unchanged"]
     fix = shlex.join(["obc", "compile", *map(str, args.paths), "-o", str(args.out)])
-    print(f"obc: {len(drift)} file(s) out of date; to fix, run: {fix}", file=sys.stderr)
+    # Text output ends with one line naming the fix; annotations and JSON must stand alone.
+    hint = None if args.format == "text" else f"to fix, run: {fix}"
+    _report(args.format, [Diagnostic(str(change.path), change.first_changed_line(), 1, "",
+                                     _drift_message(change), hint) for change in drift])
+    if args.diff:
+        # stdout carries the diffs in text format; with json or github it carries the report.
+        stream = sys.stdout if args.format == "text" else sys.stderr
+        stream.writelines(change.diff() for change in drift)
+    if not drift:
+        print(f"obc: {args.out} is up to date ({len(changes)} file(s))", file=sys.stderr)
+        return EXIT_OK
+    print(f"obc: {len(drift)} of {len(changes)} file(s) in {args.out} out of date; "
+          f"to fix, run: {fix}", file=sys.stderr)
     return EXIT_INVALID
+
+
+def _drift_message(change: Change) -> str:
+    if change.status == "missing":
+        return "missing; compile would write it"
+    if change.status == "stale":
+        return f"stale: {_why_stale(change)}; compile would remove it"
+    if change.old == change.new:
+        return f"has mode {change.old_mode:04o}; compile would make it {MODE:04o}"
+    return "differs from what compile would write"
+
+
+def _why_stale(change: Change) -> str:
+    source = change.source()
+    return f"no input has id '{change.path.parent.name}'" + (
+        f" (it was generated from {source})" if source else "")
+
+
+def _report_writes(done: list[Change]) -> None:
+    for change in done:
+        if change.status == "removed":
+            print(f"obc: removed {change.path}: {_why_stale(change)}", file=sys.stderr)
+    counts = {status: sum(change.status == status for change in done)
+              for status in ("written", "unchanged", "removed")}
+    print("obc: " + ", ".join(f"{n} {status}" for status, n in counts.items()), file=sys.stderr)

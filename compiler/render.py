@@ -35,7 +35,8 @@ def _finalize(value: Any) -> str:
     if isinstance(value, ShellText):
         return value
     if isinstance(value, str):
-        return shell.quote(value)
+        # As a plain str: a markupsafe.Markup would HTML-escape the quotes that quote() adds.
+        return shell.quote(str.__str__(value))
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     raise UnquotedValueError(
@@ -44,8 +45,10 @@ def _finalize(value: Any) -> str:
 
 
 def _comment(lines: list[str]) -> ShellText:
-    """Lines as shell comments: `# text`, or a bare `#` for a blank line."""
-    return ShellText("\n".join(f"# {line}" if line else "#" for line in lines))
+    """Lines as shell comments: `# text`, or a bare `#` for a blank line. A line with a
+    newline in it (a quoted argument can hold one) becomes several comment lines."""
+    split = [part for line in lines for part in line.split("\n")]
+    return ShellText("\n".join(f"# {line}" if line else "#" for line in split))
 
 
 def _heredoc(body: str) -> ShellText:
@@ -73,6 +76,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    # Jinja's HTML-safety marker means nothing in a shell script.
+    del env.filters["safe"]
     env.filters.update(
         words=shell.join_words,
         path=shell.shell_path,

@@ -8,6 +8,7 @@ and is renamed into place, so a file is always either old or new, never half-wri
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 import stat
 import tempfile
@@ -21,6 +22,7 @@ from .pipeline import SCRIPT_NAME, Script
 from .render import GENERATED_PREFIX
 
 HEADER_PREFIX = "# " + GENERATED_PREFIX
+HEADER_SUFFIX = ". DO NOT EDIT."
 MODE = 0o755
 
 Status = Literal["written", "unchanged", "removed", "changed", "missing", "stale"]
@@ -32,14 +34,34 @@ class Change:
 
     path: Path
     status: Status
-    old: str | None = None
-    new: str | None = None
+    old: bytes | None = None
+    new: bytes | None = None
+    old_mode: int = MODE
 
     def diff(self) -> str:
         """Return a unified diff from the file on disk to what obc would write."""
         return "".join(difflib.unified_diff(
-            (self.old or "").splitlines(keepends=True), (self.new or "").splitlines(keepends=True),
-            fromfile=str(self.path), tofile=str(self.path)))
+            _lines(self.old), _lines(self.new),
+            fromfile="/dev/null" if self.old is None else str(self.path),
+            tofile="/dev/null" if self.new is None else str(self.path)))
+
+    def first_changed_line(self) -> int:
+        """Return the 1-based number of the first line that differs (1 if none does)."""
+        pairs = itertools.zip_longest(_lines(self.old), _lines(self.new))
+        return next((n for n, (before, after) in enumerate(pairs, 1) if before != after), 1)
+
+    def source(self) -> str | None:
+        """Return the run file named in the header of the file on disk, if it names one."""
+        second = _lines(self.old)[1:2]
+        line = second[0].rstrip("\r\n") if second else ""
+        if line.startswith(HEADER_PREFIX) and line.endswith(HEADER_SUFFIX):
+            return line[len(HEADER_PREFIX):-len(HEADER_SUFFIX)]
+        return None
+
+
+def _lines(data: bytes | None) -> list[str]:
+    # Keep line ends: a CRLF line must show up as different from the LF line obc writes.
+    return (data or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
 
 
 def is_obc_file(path: Path) -> bool:
@@ -47,37 +69,54 @@ def is_obc_file(path: Path) -> bool:
     try:
         if not stat.S_ISREG(path.lstat().st_mode):
             return False
-        with path.open(encoding="utf-8", errors="replace") as stream:
+        with path.open("rb") as stream:
             stream.readline()
-            return stream.readline().startswith(HEADER_PREFIX)
+            return stream.readline().startswith(HEADER_PREFIX.encode())
     except OSError:
         return False
 
 
 def plan(out: Path, scripts: Iterable[Script]) -> list[Change]:
-    """Compare OUT with `scripts`: changed, missing, unchanged and stale files, in path order."""
-    changes: list[Change] = []
-    wanted = {out / script.relative_path: script.text for script in scripts}
-    for path, text in wanted.items():
-        _refuse_foreign(out, path)
-        if not path.exists():
-            changes.append(Change(path, "missing", None, text))
-            continue
-        old = path.read_text(encoding="utf-8", errors="replace")
-        same = old == text and stat.S_IMODE(path.stat().st_mode) == MODE
-        changes.append(Change(path, "unchanged" if same else "changed", old, text))
-    changes += [Change(path, "stale", path.read_text(encoding="utf-8", errors="replace"))
+    """Compare OUT with `scripts`: changed, missing, unchanged and stale files, in path order.
+
+    Raises ObcError, naming every such path, if anything that is not obc's (a link, a folder,
+    a file without the header) stands where a script must go: obc writes nothing then.
+    """
+    wanted = {out / script.relative_path: script.text.encode() for script in scripts}
+    conflicts = [problem for path in wanted for problem in _conflicts(out, path)]
+    if conflicts:
+        raise ObcError("cannot write, nothing was written:\n  " + "\n  ".join(
+            dict.fromkeys(conflicts)) + "\nobc only replaces files that carry its "
+            "generated-file header; move these away or delete them, then compile again")
+    changes = [_compare(path, text) for path, text in wanted.items()]
+    changes += [Change(path, "stale", path.read_bytes())
                 for path in _obc_files(out) if path not in wanted]
     return sorted(changes, key=lambda change: str(change.path))
 
 
-def _refuse_foreign(out: Path, path: Path) -> None:
-    for part in (out, path.parent, path):
-        if part.is_symlink():
-            raise ObcError(f"{part}: is a symbolic link; obc does not follow or replace links")
-    if path.exists() and not is_obc_file(path):
-        raise ObcError(f"{path}: exists and was not written by obc (no obc header); "
-                       "move it away or delete it")
+def _conflicts(out: Path, path: Path) -> list[str]:
+    problems = []
+    for folder in (out, path.parent):
+        if folder.is_symlink():
+            problems.append(f"{folder}: is a symbolic link; obc neither follows nor replaces "
+                            "links")
+            return problems
+        if folder.exists() and not folder.is_dir():
+            problems.append(f"{folder}: is not a folder")
+            return problems
+    if path.is_symlink():
+        problems.append(f"{path}: is a symbolic link; obc neither follows nor replaces links")
+    elif path.exists() and not is_obc_file(path):
+        problems.append(f"{path}: exists and is not obc's (no generated-file header)")
+    return problems
+
+
+def _compare(path: Path, new: bytes) -> Change:
+    if not path.exists():
+        return Change(path, "missing", None, new)
+    old, mode = path.read_bytes(), stat.S_IMODE(path.stat().st_mode)
+    return Change(path, "unchanged" if old == new and mode == MODE else "changed", old, new,
+                  mode)
 
 
 def _obc_files(out: Path) -> list[Path]:
@@ -88,28 +127,38 @@ def _obc_files(out: Path) -> list[Path]:
 
 
 def apply(changes: list[Change]) -> list[Change]:
-    """Carry out a plan: write changed and missing files, remove stale ones."""
+    """Carry out a plan: write changed and missing files, remove stale ones.
+
+    Raises ObcError if a write or removal fails; the files before it are done, it and the
+    ones after it are untouched.
+    """
     done = []
     for change in changes:
-        if change.status in ("changed", "missing"):
-            write_atomic(change.path, change.new or "")
-            done.append(Change(change.path, "written"))
-        elif change.status == "stale":
-            change.path.unlink()
-            _remove_if_empty(change.path.parent)
-            done.append(Change(change.path, "removed"))
-        else:
-            done.append(change)
+        try:
+            if change.status in ("changed", "missing"):
+                write_atomic(change.path, change.new or b"")
+                change = Change(change.path, "written", change.old, change.new)
+            elif change.status == "stale":
+                change.path.unlink()
+                _remove_if_empty(change.path.parent)
+                change = Change(change.path, "removed", change.old)
+        except OSError as error:
+            verb = "remove" if change.status == "stale" else "write"
+            raise ObcError(f"{change.path}: cannot {verb}: {error.strerror or error}; the files "
+                           "before it are done, it and the ones after it are as they were"
+                           ) from error
+        done.append(change)
     return done
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path`, mode 0755 whatever the umask, through a temp file and rename."""
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path`, mode 0755 whatever the umask, through a temp file and rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp: O_EXCL, mode 0600, unpredictable name, in the same folder so rename is atomic.
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
             stream.flush()
             os.fchmod(stream.fileno(), MODE)
             os.fsync(stream.fileno())
@@ -121,6 +170,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def _fsync_dir(folder: Path) -> None:
+    # Makes the rename itself durable; without it a power cut can bring the old name back.
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)

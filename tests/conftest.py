@@ -1,0 +1,128 @@
+"""Shared test fixtures: compiling run files, stub engines and trainer, running scripts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from compiler.pipeline import compile_files
+
+REPO = Path(__file__).resolve().parent.parent
+STUBS = Path(__file__).resolve().parent / "stubs"
+
+# How each POSIX shell of the matrix is started (SPEC §3.1).
+SHELLS: dict[str, list[str]] = {
+    "dash": ["dash"],
+    "bash": ["bash"],
+    "bash-posix": ["bash", "--posix"],
+    "busybox": ["busybox", "sh"],
+    "zsh": ["zsh", "--emulate", "sh"],
+    "mksh": ["mksh"],
+    "posh": ["posh"],
+    "yash": ["yash"],
+    "ksh93": ["ksh93"],
+}
+
+
+def compile_text(directory: Path, text: str, name: str = "run.yaml") -> str:
+    """Compile one run file written to `directory`; return the script's text."""
+    run_file = directory / name
+    run_file.write_text(text, encoding="utf-8")
+    result = compile_files([run_file], out=directory / "out")
+    assert not result.diagnostics, "\n".join(d.text() for d in result.diagnostics)
+    (script,) = result.scripts
+    return script.text
+
+
+def write_script(directory: Path, text: str) -> Path:
+    path = directory / "job.sh"
+    path.write_text(text, encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+@dataclass
+class Run:
+    """One run of a job.sh: its exit code, output, and what the stubs recorded."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    records: list[dict] = field(default_factory=list)
+
+    @property
+    def engine_runs(self) -> list[dict]:
+        return [r for r in self.records if "engine" in r and r["argv"][1] == "run"]
+
+    @property
+    def steps(self) -> list[dict]:
+        return [r for r in self.records if "program" in r]
+
+
+@dataclass
+class Sandbox:
+    """A folder with stub `docker`, `podman` and trainer programs, and a HOME for the job."""
+
+    root: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """A clean environment: the stubs first on PATH, then the system's."""
+        return {"PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home),
+                "LANG": "C.UTF-8", "OBC_STUB_STATE": str(self.state), **extra}
+
+    def records(self) -> list[dict]:
+        log = self.state / "log.jsonl"
+        if not log.exists():
+            return []
+        return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+    def run(self, script: Path, *args: str, shell: str = "dash", env: dict | None = None,
+            timeout: float = 60) -> Run:
+        result = subprocess.run([*SHELLS[shell], str(script), *args], capture_output=True,
+                                text=True, env=env if env is not None else self.env(),
+                                stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+        return Run(result.returncode, result.stdout, result.stderr, self.records())
+
+
+def install_stub(path: Path, stub: str, python: Path = Path(sys.executable)) -> None:
+    """Install tests/stubs/<stub>.py as the executable `path`, run by `python`."""
+    path.write_text(f"#!{python}\n" + (STUBS / f"{stub}.py").read_text())
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    box = Sandbox(tmp_path / "sandbox")
+    for folder in (box.bin, box.state, box.home):
+        folder.mkdir(parents=True)
+    for engine in ("docker", "podman"):
+        install_stub(box.bin / engine, "engine")
+    for program in ("axolotl", "record"):
+        install_stub(box.bin / program, "record")
+    return box
+
+
+@pytest.fixture(scope="session")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real virtual environment whose bin/ holds the stub trainer as `axolotl`."""
+    path = tmp_path_factory.mktemp("venv") / "axolotl-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    install_stub(path / "bin" / "axolotl", "record", python=path / "bin" / "python")
+    return path

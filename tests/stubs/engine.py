@@ -1,0 +1,115 @@
+"""A stand-in for `docker` and `podman` that records what a job asks of it.
+
+`run` records its argv and the environment the container would get, then runs the
+container's command on this machine: in the host folder mounted at the `-w` target, with
+exactly that environment (plus PATH, and the test's log location). `container inspect`,
+`stop` and `rm -f` act on a small state folder, so a test can make a name "already in use"
+and see a signal stop the "container". Test plumbing lives in OBC_STUB_* variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ENGINE = Path(sys.argv[0]).name
+STATE = Path(os.environ["OBC_STUB_STATE"])
+# Options that take a value as the next word (the subset obc's scripts use, and a few more).
+WITH_VALUE = {"--name", "--gpus", "--ulimit", "--device", "--shm-size", "-v", "--volume", "-w",
+              "--workdir", "-e", "--env", "--security-opt", "--network", "--label", "--user"}
+
+
+def record(entry: dict) -> None:
+    with open(STATE / "log.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps({"engine": ENGINE, **entry}) + "\n")
+
+
+def parse_run(args: list[str]) -> tuple[dict[str, list[str]], str, list[str]]:
+    options: dict[str, list[str]] = {}
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        word = args[i]
+        if "=" in word and word.startswith("--"):
+            name, value = word.split("=", 1)
+        elif word in WITH_VALUE:
+            name, value = word, args[i + 1]
+            i += 1
+        else:
+            name, value = word, ""
+        options.setdefault(name, []).append(value)
+        i += 1
+    return options, args[i], args[i + 1:]
+
+
+def container_env(options: dict[str, list[str]]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in options.get("-e", []) + options.get("--env", []):
+        name, sep, value = item.partition("=")
+        if sep:
+            env[name] = value
+        elif name in os.environ:  # `-e NAME` passes the caller's value; unset: left out
+            env[name] = os.environ[name]
+    return env
+
+
+def host_dir(options: dict[str, list[str]], target: str) -> str:
+    for volume in options.get("-v", []) + options.get("--volume", []):
+        source, _, rest = volume.partition(":")
+        if rest.split(":")[0] == target:
+            return source
+    raise SystemExit(f"{ENGINE} stub: no volume mounted at {target}")
+
+
+def run(args: list[str]) -> int:
+    options, image, command = parse_run(args)
+    name = options["--name"][0]
+    state = STATE / f"container-{name}"
+    if state.exists():
+        print(f"Error: the container name {name!r} is already in use", file=sys.stderr)
+        return 125
+    env = container_env(options)
+    record({"argv": [ENGINE, "run", *args], "container_env": env, "image": image})
+    cwd = host_dir(options, options["-w"][0])
+    child = subprocess.Popen(command, cwd=cwd, env={
+        **env, "PATH": os.environ["PATH"], "OBC_STUB_STATE": str(STATE)})
+    state.write_text(str(child.pid))
+    # Like the real client: a TERM or INT to the client goes on to the container.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda number, _frame: child.send_signal(number))
+    status = child.wait()
+    state.unlink(missing_ok=True)
+    return status if status >= 0 else 128 - status
+
+
+def stop(name: str) -> int:
+    record({"argv": [ENGINE, "stop", name]})
+    state = STATE / f"container-{name}"
+    if not state.exists():
+        return 1
+    os.kill(int(state.read_text()), signal.SIGTERM)
+    for _ in range(200):
+        if not state.exists():
+            return 0
+        time.sleep(0.05)
+    return 0
+
+
+def main(args: list[str]) -> int:
+    if args[:1] == ["run"]:
+        return run(args[1:])
+    if args[:2] == ["container", "inspect"]:
+        record({"argv": [ENGINE, *args]})
+        return 0 if (STATE / f"container-{args[2]}").exists() else 1
+    if args[:1] == ["stop"]:
+        return stop(args[-1])
+    record({"argv": [ENGINE, *args]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

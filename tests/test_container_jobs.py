@@ -1,0 +1,243 @@
+"""docker and podman jobs, run by real shells against the recording stub engines."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from compiler.model import DEFAULT_IMAGE
+from tests.conftest import compile_text, write_script
+
+SHELLS = ["dash", "bash"]
+HOSTILE = ["it's", 'say "hi"', "$(touch PWNED)", "`id`", "a b\tc", "line1\nline2", "*", "~/x",
+           "-rf", "", "$HOME", "\\n", "日本語", "a;b|c&d", "{a,b}", "=ls"]
+
+
+def run_file(engine: str, extra: str = "") -> str:
+    return f"""\
+version: 1
+id: t1
+runtime:
+  kind: {engine}
+{extra}"""
+
+
+DOCKER_GPU_ALL = ["--gpus", "all", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+PODMAN_GPU_ALL = ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable",
+                  "--ulimit", "host"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(("engine", "gpu_flags", "run_label", "cache_label"), [
+    ("docker", DOCKER_GPU_ALL, "", ""),
+    ("podman", PODMAN_GPU_ALL, ":Z", ":z"),
+])
+def test_engine_gets_the_flags_of_the_spec(tmp_path, sandbox, shell, engine, gpu_flags,
+                                           run_label, cache_label):
+    text = compile_text(tmp_path, run_file(engine, """\
+trainer:
+  axolotl:
+    config: {base_model: x}
+    merge: true
+env:
+  WANDB_PROJECT: demo
+secrets: [HF_TOKEN]
+"""))
+    run = sandbox.run(write_script(tmp_path, text), shell=shell, env=sandbox.env(HF_TOKEN="t"))
+    assert run.returncode == 0, run.stderr
+    run_dir = sandbox.home / "overbrainer/runs/t1"
+    cache_dir = sandbox.home / "overbrainer/.hf-cache"
+    expected = [engine, "run", "--rm", "--name", "overbrainer-t1", *gpu_flags, "--ipc=host",
+                "-v", f"{run_dir}:/workspace/run{run_label}",
+                "-v", f"{cache_dir}:/workspace/hf-cache{cache_label}",
+                "-w", "/workspace/run", "-e", "HF_HOME=/workspace/hf-cache",
+                "-e", "AXOLOTL_DO_NOT_TRACK=1", "-e", "WANDB_PROJECT=demo", "-e", "HF_TOKEN",
+                DEFAULT_IMAGE]
+    assert [r["argv"] for r in run.engine_runs] == [
+        [*expected, "axolotl", "train", "axolotl.yaml"],
+        [*expected, "axolotl", "merge-lora", "axolotl.yaml"],
+    ]
+    assert [s["argv"] for s in run.steps] == [["train", "axolotl.yaml"],
+                                               ["merge-lora", "axolotl.yaml"]]
+    assert {s["cwd"] for s in run.steps} == {str(run_dir)}
+    assert run.steps[0]["env"] == {"HF_HOME": "/workspace/hf-cache", "AXOLOTL_DO_NOT_TRACK": "1",
+                                   "WANDB_PROJECT": "demo", "HF_TOKEN": "t"}
+    assert (run_dir / "axolotl.yaml").read_text() == "%YAML 1.1\n---\nbase_model: x\n"
+
+
+@pytest.mark.parametrize(("gpus", "docker_flags", "podman_flags"), [
+    ("none", [], ["--security-opt=label=disable"]),
+    ("[0, 1]", ["--gpus", '"device=0,1"', "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"],
+     ["--device", "nvidia.com/gpu=0", "--device", "nvidia.com/gpu=1",
+      "--security-opt=label=disable", "--ulimit", "host"]),
+    ("[GPU-3f2a, 2]", ["--gpus", '"device=GPU-3f2a,2"', "--ulimit", "memlock=-1",
+                       "--ulimit", "stack=67108864"],
+     ["--device", "nvidia.com/gpu=GPU-3f2a", "--device", "nvidia.com/gpu=2",
+      "--security-opt=label=disable", "--ulimit", "host"]),
+])
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+def test_gpu_selection_becomes_engine_flags(tmp_path, sandbox, engine, gpus, docker_flags,
+                                            podman_flags):
+    text = compile_text(tmp_path, run_file(engine, f"""\
+  gpus: {gpus}
+steps: [{{name: s, run: [record]}}]
+"""))
+    run = sandbox.run(write_script(tmp_path, text))
+    assert run.returncode == 0, run.stderr
+    (argv,) = [r["argv"] for r in run.engine_runs]
+    flags = argv[argv.index("overbrainer-t1") + 1:argv.index("--ipc=host")]
+    assert flags == (docker_flags if engine == "docker" else podman_flags)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_hostile_values_reach_the_step_byte_for_byte(tmp_path, sandbox, shell):
+    env = "\n".join(f"  V{i}: {json_quote(v)}" for i, v in enumerate(HOSTILE))
+    args = ", ".join(json_quote(v) for v in HOSTILE)
+    text = compile_text(tmp_path, run_file("docker", f"""\
+  image: ghcr.io/x/y:1
+  mounts: [{{source: "~/data dir/it's", target: /data, readonly: true}}]
+  extra_args: ["--label=a b", "--network=none"]
+  shm_size: 8g
+steps:
+  - name: go
+    run: [record, {args}]
+env:
+{env}
+"""))
+    run = sandbox.run(write_script(tmp_path, text), shell=shell)
+    assert run.returncode == 0, run.stderr
+    (step,) = run.steps
+    assert step["argv"] == HOSTILE
+    assert {k: v for k, v in step["env"].items() if k.startswith("V")} == {
+        f"V{i}": v for i, v in enumerate(HOSTILE)}
+    (argv,) = [r["argv"] for r in run.engine_runs]
+    assert argv[argv.index("--shm-size") + 1] == "8g"
+    assert f"{sandbox.home}/data dir/it's:/data:ro" in argv
+    assert argv[-len(HOSTILE) - 2:-len(HOSTILE) - 1] == ["ghcr.io/x/y:1"]
+    assert ["--label=a b", "--network=none"] == argv[-len(HOSTILE) - 4:-len(HOSTILE) - 2]
+    assert not (tmp_path / "PWNED").exists() and not (sandbox.home / "PWNED").exists()
+
+
+def json_quote(value: str) -> str:
+    """A YAML double-quoted scalar for `value` (JSON strings are YAML)."""
+    import json
+    return json.dumps(value, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_secret_value_appears_only_in_the_step_environment(tmp_path, sandbox, shell):
+    canary = "hf_CANARY_0123456789abcdef'\"$(touch PWNED)`id`"
+    text = compile_text(tmp_path, run_file("podman", """\
+trainer: {axolotl: {config: {base_model: x}}}
+secrets: [HF_TOKEN, {name: WANDB_API_KEY, required: false}]
+"""))
+    assert "CANARY" not in text
+    script = write_script(tmp_path, text)
+    for args in ((), ("--dry-run",), ("--help",)):
+        run = sandbox.run(script, *args, shell=shell, env=sandbox.env(HF_TOKEN=canary))
+        assert run.returncode == 0, run.stderr
+        assert "CANARY" not in run.stdout + run.stderr
+    traced = sandbox.run(script, shell=shell, env=sandbox.env(HF_TOKEN=canary))
+    for record in run.records + traced.records:
+        assert "CANARY" not in " ".join(record["argv"])
+    assert [s["env"]["HF_TOKEN"] for s in traced.steps] == [canary, canary]
+    assert all("WANDB_API_KEY" not in s["env"] for s in traced.steps)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_preflight_reports_every_problem_by_name_and_exits_3(tmp_path, sandbox, shell):
+    text = compile_text(tmp_path, run_file("docker", """\
+steps: [{name: s, run: [record]}]
+secrets: [HF_TOKEN, WANDB_API_KEY, {name: OPTIONAL, required: false}]
+"""))
+    (sandbox.bin / "docker").unlink()
+    env = sandbox.env(WANDB_API_KEY="", PATH=f"{sandbox.bin}:/usr/bin:/bin")
+    run = sandbox.run(write_script(tmp_path, text), shell=shell, env=env)
+    assert run.returncode == 3
+    assert run.stderr.splitlines() == [
+        "obc: preflight: secret HF_TOKEN is not set or empty",
+        "obc: preflight: secret WANDB_API_KEY is not set or empty",
+        "obc: preflight: docker not found on PATH",
+    ]
+    assert not (sandbox.home / "overbrainer").exists()
+
+
+def test_a_container_of_the_same_name_stops_the_job_with_exit_4(tmp_path, sandbox):
+    text = compile_text(tmp_path, run_file("podman", "steps: [{name: s, run: [record]}]\n"))
+    (sandbox.state / "container-overbrainer-t1").write_text("1")
+    run = sandbox.run(write_script(tmp_path, text))
+    assert run.returncode == 4
+    assert "podman rm -f overbrainer-t1" in run.stderr
+    assert run.engine_runs == [] and not (sandbox.home / "overbrainer").exists()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_failed_step_stops_the_job_with_its_exit_code(tmp_path, sandbox, shell):
+    text = compile_text(tmp_path, run_file("docker", """\
+steps:
+  - {name: first, run: [record, one]}
+  - {name: second, run: [record, --exit, "7"]}
+  - {name: third, run: [record, three]}
+"""))
+    run = sandbox.run(write_script(tmp_path, text), shell=shell)
+    assert run.returncode == 7
+    assert [s["argv"] for s in run.steps] == [["one"], ["--exit", "7"]]
+    assert run.stderr.splitlines() == [
+        "obc: step 1/3 first: record one",
+        "obc: step 2/3 second: record --exit 7",
+        "obc: step 2/3 second failed with exit code 7",
+    ]
+
+
+def test_dry_run_prints_commands_that_paste_back_and_changes_nothing(tmp_path, sandbox):
+    text = compile_text(tmp_path, run_file("docker", """\
+steps: [{name: s, run: [record, "it's $(x)", "a b"]}]
+env: {K: "v 'w'"}
+"""))
+    script = write_script(tmp_path, text)
+    dry = sandbox.run(script, "--dry-run", "--run-dir", "rel dir")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.records == [] and not (sandbox.home / "overbrainer").exists()
+    real = sandbox.run(script, "--run-dir", str(tmp_path / "rel dir"))
+    printed = [shlex.split(line) for line in dry.stdout.splitlines()
+               if line.startswith("docker ")]
+    expected = [r["argv"] for r in real.engine_runs]
+    run_dir = str(tmp_path / "rel dir")
+    assert [[w.replace(str(tmp_path), "X") for w in argv] for argv in printed] != []
+    assert printed[0][printed[0].index("-v") + 1].endswith("/rel dir:/workspace/run")
+    assert [a for a in printed[0] if "workspace/run" not in a] == \
+        [a for a in expected[0] if "workspace/run" not in a]
+    assert f"{run_dir}:/workspace/run" in expected[0]
+
+
+def test_run_dir_and_cache_dir_options_override_the_compiled_paths(tmp_path, sandbox):
+    text = compile_text(tmp_path, run_file("docker", """\
+trainer: {axolotl: {config: {base_model: x}}}
+"""))
+    run = sandbox.run(write_script(tmp_path, text), "--run-dir", str(tmp_path / "r"),
+                      "--cache-dir", str(tmp_path / "c"))
+    assert run.returncode == 0, run.stderr
+    (argv,) = [r["argv"] for r in run.engine_runs]
+    assert f"{tmp_path}/r:/workspace/run" in argv and f"{tmp_path}/c:/workspace/hf-cache" in argv
+    assert (tmp_path / "r" / "axolotl.yaml").is_file() and (tmp_path / "c").is_dir()
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--run-dir"], ["--only", "nope"],
+                                  ["--from", "s", "--only", "s"]])
+def test_bad_options_print_usage_and_exit_2(tmp_path, sandbox, args):
+    text = compile_text(tmp_path, run_file("docker", "steps: [{name: s, run: [record]}]\n"))
+    run = sandbox.run(write_script(tmp_path, text), *args)
+    assert run.returncode == 2
+    assert "usage: job.sh [--dry-run]" in run.stderr and run.records == []
+
+
+def test_help_prints_the_summary_of_the_header(tmp_path, sandbox):
+    text = compile_text(tmp_path, run_file("docker", """\
+steps: [{name: s, run: [record, x]}]
+"""))
+    run = sandbox.run(write_script(tmp_path, text), "--help")
+    assert run.returncode == 0
+    header = [line[2:] for line in text.splitlines()[3:] if line.startswith("# ")]
+    assert run.stdout.splitlines()[:3] == header[:3]
+    assert "steps       1. s: record x" in run.stdout

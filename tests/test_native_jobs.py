@@ -1,0 +1,140 @@
+"""native jobs, run by real shells, with a stub trainer in a real virtual environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import compile_text, write_script
+
+SHELLS = ["dash", "bash"]
+
+
+def native(venv, extra: str) -> str:
+    return f"""\
+version: 1
+id: n1
+runtime:
+  kind: native
+  venv: {venv}
+{extra}"""
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_steps_run_from_the_venv_in_the_run_dir(tmp_path, sandbox, venv, shell):
+    text = compile_text(tmp_path, native(venv, """\
+  gpus: [0, 2]
+trainer:
+  axolotl: {config: {base_model: x}, preprocess: true, merge: true}
+env:
+  NCCL_DEBUG: INFO
+secrets: [HF_TOKEN]
+"""))
+    run = sandbox.run(write_script(tmp_path, text), shell=shell, env=sandbox.env(HF_TOKEN="t"))
+    assert run.returncode == 0, run.stderr
+    run_dir = sandbox.home / "overbrainer/runs/n1"
+    assert [(s["argv"], s["cwd"]) for s in run.steps] == [
+        (["preprocess", "axolotl.yaml"], str(run_dir)),
+        (["train", "axolotl.yaml"], str(run_dir)),
+        (["merge-lora", "axolotl.yaml"], str(run_dir)),
+    ]
+    env = run.steps[0]["env"]
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,2" and env["NCCL_DEBUG"] == "INFO"
+    assert env["AXOLOTL_DO_NOT_TRACK"] == "1" and env["HF_TOKEN"] == "t"
+    assert "HF_HOME" not in env  # no cache dir given: Hugging Face's own default
+    assert not (sandbox.home / "overbrainer/.hf-cache").exists()
+    # Each step ran as the leader of its own process group (so a signal can end all of it).
+    assert all(s["pid"] == s["pgid"] for s in run.steps)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(("inherited", "expected"), [
+    ({"PYTHONPATH": "/old:/older"}, "/new dir:/old:/older"),
+    ({"PYTHONPATH": ""}, "/new dir"),
+    ({}, "/new dir"),
+])
+def test_pythonpath_is_prepended_to_the_inherited_value(tmp_path, sandbox, venv, shell,
+                                                        inherited, expected):
+    text = compile_text(tmp_path, native(venv, """\
+steps: [{name: s, run: [axolotl]}]
+env: {PYTHONPATH: /new dir}
+"""))
+    run = sandbox.run(write_script(tmp_path, text), shell=shell, env=sandbox.env(**inherited))
+    assert run.returncode == 0, run.stderr
+    assert run.steps[0]["env"]["PYTHONPATH"] == expected
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_env_file_is_sourced_first(tmp_path, sandbox, venv, shell):
+    env_file = tmp_path / "job env.sh"
+    env_file.write_text(f"export ODD='it'\\''s a value'\nexport PATH='{sandbox.bin}':\"$PATH\"\n"
+                        "export FROM_FILE=$UNSET_IN_CALLER/x\nexport NCCL_DEBUG=WARN\n")
+    text = compile_text(tmp_path, f"""\
+version: 1
+id: n2
+runtime: {{kind: native, env_file: "{env_file}"}}
+steps: [{{name: s, run: [record]}}]
+env: {{NCCL_DEBUG: INFO}}
+""")
+    env = sandbox.env(PATH="/usr/bin:/bin")  # `record` is found only through the env file
+    run = sandbox.run(write_script(tmp_path, text), shell=shell, env=env)
+    assert run.returncode == 0, run.stderr
+    step_env = run.steps[0]["env"]
+    assert step_env["ODD"] == "it's a value" and step_env["FROM_FILE"] == "/x"
+    assert step_env["NCCL_DEBUG"] == "INFO"  # the run file's env comes after the env file
+
+
+def test_a_missing_env_file_and_programs_fail_preflight_together(tmp_path, sandbox, venv):
+    text = compile_text(tmp_path, native(venv, """\
+  env_file: ~/missing.env
+steps:
+  - {name: a, run: [no-such-program]}
+  - {name: b, run: [/opt/none/bin/tool]}
+  - {name: c, run: [scripts/run.sh]}
+"""))
+    run = sandbox.run(write_script(tmp_path, text))
+    assert run.returncode == 3
+    assert run.stderr.splitlines() == [
+        "obc: preflight: env file ~/missing.env is not readable",
+        f"obc: preflight: program {venv}/bin/no-such-program not found or not executable",
+        "obc: preflight: program /opt/none/bin/tool not found or not executable",
+        "obc: preflight: program scripts/run.sh not found in the run dir or not executable",
+    ]
+
+
+def test_home_relative_paths_expand_on_the_machine_that_runs_the_job(tmp_path, sandbox):
+    text = compile_text(tmp_path, """\
+version: 1
+id: n3
+runtime: {kind: native}
+paths: {run_dir: ~/runs/it's here, cache_dir: ~/hf cache}
+steps: [{name: s, run: [record]}]
+""")
+    assert str(tmp_path) not in text.split("# --- helpers")[1]
+    run = sandbox.run(write_script(tmp_path, text))
+    assert run.returncode == 0, run.stderr
+    assert run.steps[0]["cwd"] == f"{sandbox.home}/runs/it's here"
+    assert run.steps[0]["env"]["HF_HOME"] == f"{sandbox.home}/hf cache"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_files_are_written_exactly_into_the_run_dir(tmp_path, sandbox, shell):
+    contents = {"plain.txt": "a\nb\n", "no-newline.txt": "last line", "empty.txt": "",
+                "tricky/deep.txt": "OBC_EOF\n$HOME `x` 'q' \\\n\ttab\r\n\n\n"}
+    for i, content in enumerate(contents.values()):
+        (tmp_path / f"src{i}").write_bytes(content.encode())
+    files = "\n".join(f"  {name}: src{i}" for i, name in enumerate(contents))
+    text = compile_text(tmp_path, f"""\
+version: 1
+id: n4
+runtime: {{kind: native}}
+steps: [{{name: s, run: [record]}}]
+files:
+{files}
+""")
+    run = sandbox.run(write_script(tmp_path, text), shell=shell)
+    assert run.returncode == 0, run.stderr
+    run_dir = sandbox.home / "overbrainer/runs/n4"
+    for name, content in contents.items():
+        assert (run_dir / name).read_bytes() == content.encode(), name
+    assert sorted(p.name for p in run_dir.rglob("*")) == sorted(
+        ["plain.txt", "no-newline.txt", "empty.txt", "tricky", "deep.txt"])
