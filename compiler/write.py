@@ -83,32 +83,29 @@ def plan(out: Path, scripts: Iterable[Script]) -> list[Change]:
     a file without the header) stands where a script must go: obc writes nothing then.
     """
     wanted = {out / script.relative_path: script.text.encode() for script in scripts}
-    conflicts = [problem for path in wanted for problem in _conflicts(out, path)]
+    conflicts = [problem for path in wanted if (problem := _conflict(out, path))]
     if conflicts:
-        raise ObcError("cannot write, nothing was written:\n  " + "\n  ".join(
-            dict.fromkeys(conflicts)) + "\nobc only replaces files that carry its "
-            "generated-file header; move these away or delete them, then compile again")
+        raise ObcError("not obc's, but where obc must write (obc writes nothing):\n  "
+                       + "\n  ".join(dict.fromkeys(conflicts)) + "\nobc replaces only files "
+                       "that carry its generated-file header, and never follows or replaces a "
+                       "link; move these away or delete them")
     changes = [_compare(path, text) for path, text in wanted.items()]
     changes += [Change(path, "stale", path.read_bytes())
                 for path in _obc_files(out) if path not in wanted]
     return sorted(changes, key=lambda change: str(change.path))
 
 
-def _conflicts(out: Path, path: Path) -> list[str]:
-    problems = []
+def _conflict(out: Path, path: Path) -> str | None:
     for folder in (out, path.parent):
         if folder.is_symlink():
-            problems.append(f"{folder}: is a symbolic link; obc neither follows nor replaces "
-                            "links")
-            return problems
+            return f"{folder}: is a symbolic link"
         if folder.exists() and not folder.is_dir():
-            problems.append(f"{folder}: is not a folder")
-            return problems
+            return f"{folder}: is not a folder"
     if path.is_symlink():
-        problems.append(f"{path}: is a symbolic link; obc neither follows nor replaces links")
-    elif path.exists() and not is_obc_file(path):
-        problems.append(f"{path}: exists and is not obc's (no generated-file header)")
-    return problems
+        return f"{path}: is a symbolic link"
+    if path.exists() and not is_obc_file(path):
+        return f"{path}: is not a file with obc's generated-file header"
+    return None
 
 
 def _compare(path: Path, new: bytes) -> Change:

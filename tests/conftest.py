@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.cli import main
 from compiler.pipeline import compile_files
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,3 +128,34 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     install_stub(path / "bin" / "axolotl", "record", python=path / "bin" / "python")
     return path
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of examples/ in a fresh folder, which is also the working directory."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "examples", root / "examples")
+    monkeypatch.chdir(root)
+    return root
+
+
+@dataclass
+class Outcome:
+    """What one in-process `obc` command returned and printed."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def obc(capsys: pytest.CaptureFixture[str]):
+    """Run `obc ARGS...` in this process; return its exit code and output."""
+
+    def run(*args: str) -> Outcome:
+        capsys.readouterr()
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return Outcome(code, captured.out, captured.err)
+
+    return run

@@ -1,0 +1,196 @@
+"""Writing OUT: atomic, 0755, unchanged files left alone, stale outputs removed, and nothing
+that is not obc's (a user's file, a hand-written script, a symbolic link) ever touched."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from compiler import write
+from tests.conftest import REPO
+
+IDS = sorted(path.name for path in (REPO / "out").iterdir())
+HAND_WRITTEN = "#!/bin/sh\n# my own job, not obc's\necho hello\n"
+
+
+def tree(root: Path) -> dict[str, tuple[str, bytes | str]]:
+    """Everything under `root`, links not followed: relative path → (kind, content or target)."""
+    found: dict[str, tuple[str, bytes | str]] = {}
+    for folder, folders, files in os.walk(root):
+        for name in folders + files:
+            path = Path(folder, name)
+            where = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                found[where] = ("link", os.readlink(path))
+            elif path.is_file():
+                found[where] = ("file", path.read_bytes())
+    return dict(sorted(found.items()))
+
+
+def test_compile_writes_every_script_as_committed_with_mode_0755_under_umask_077(project, obc):
+    old_umask = os.umask(0o077)
+    try:
+        outcome = obc("compile", "examples", "-o", "out")
+    finally:
+        os.umask(old_umask)
+    assert outcome.code == 0, outcome.stderr
+    assert outcome.stderr.splitlines()[-1] == f"obc: {len(IDS)} written, 0 unchanged, 0 removed"
+    for job_id in IDS:
+        script = project / "out" / job_id / "job.sh"
+        assert stat.S_IMODE(script.stat().st_mode) == 0o755
+        assert script.read_bytes() == (REPO / "out" / job_id / "job.sh").read_bytes()
+
+
+def test_an_unchanged_script_is_not_rewritten(project, obc):
+    assert obc("compile", "examples", "-o", "out").code == 0
+    script = project / "out" / IDS[0] / "job.sh"
+    os.utime(script, ns=(1_000_000_000, 1_000_000_000))
+    inode = script.stat().st_ino
+    edited = project / "out" / IDS[1] / "job.sh"
+    edited.write_bytes(edited.read_bytes() + b"# edited\n")
+
+    outcome = obc("compile", "examples", "-o", "out")
+
+    assert outcome.code == 0, outcome.stderr
+    assert outcome.stderr.splitlines()[-1] == f"obc: 1 written, {len(IDS) - 1} unchanged, 0 removed"
+    assert script.stat().st_mtime_ns == 1_000_000_000
+    assert script.stat().st_ino == inode
+    assert edited.read_bytes() == (REPO / "out" / IDS[1] / "job.sh").read_bytes()
+
+
+def test_a_script_with_the_wrong_mode_is_rewritten_0755(project, obc):
+    assert obc("compile", "examples", "-o", "out").code == 0
+    script = project / "out" / IDS[0] / "job.sh"
+    script.chmod(0o644)
+    outcome = obc("compile", "examples", "-o", "out")
+    assert outcome.stderr.splitlines()[-1] == f"obc: 1 written, {len(IDS) - 1} unchanged, 0 removed"
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+
+
+def test_compile_removes_its_own_stale_script_and_says_so(project, obc):
+    assert obc("compile", "examples", "-o", "out").code == 0
+    (project / "examples" / "steps-eval.yaml").unlink()
+    kept_folder = project / "out" / "inline-config"
+    (project / "examples" / "inline-config.yaml").unlink()
+    (kept_folder / "notes.txt").write_text("mine\n")
+
+    outcome = obc("compile", "examples", "-o", "out")
+
+    assert outcome.code == 0, outcome.stderr
+    assert outcome.stderr.splitlines() == [
+        "obc: removed out/inline-config/job.sh: no input has id 'inline-config' "
+        "(it was generated from examples/inline-config.yaml)",
+        "obc: removed out/steps-eval/job.sh: no input has id 'steps-eval' "
+        "(it was generated from examples/steps-eval.yaml)",
+        f"obc: 0 written, {len(IDS) - 2} unchanged, 2 removed",
+    ]
+    assert not (project / "out" / "steps-eval").exists()  # emptied, so removed
+    assert (kept_folder / "notes.txt").read_text() == "mine\n"
+    assert not (kept_folder / "job.sh").exists()
+
+
+def test_files_that_are_not_obcs_are_left_alone(project, obc):
+    out = project / "out"
+    (out / "mine").mkdir(parents=True)
+    (out / "README.md").write_text("# our scripts\n")
+    (out / "mine" / "job.sh").write_text(HAND_WRITTEN)
+    (out / "lone.sh").write_text(HAND_WRITTEN)
+    before = tree(out)
+
+    assert obc("compile", "examples", "-o", "out").code == 0
+    assert obc("compile", "examples", "-o", "out").stderr.splitlines()[-1] == (
+        f"obc: 0 written, {len(IDS)} unchanged, 0 removed")
+
+    after = tree(out)
+    assert {path: after[path] for path in before} == before
+    assert obc("compile", "examples", "-o", "out", "--check").code == 0
+
+
+def test_a_hand_written_script_where_obc_would_write_stops_the_compile(project, obc):
+    foreign = project / "out" / IDS[0] / "job.sh"
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text(HAND_WRITTEN)
+
+    outcome = obc("compile", "examples", "-o", "out")
+
+    assert outcome.code == 2
+    assert f"out/{IDS[0]}/job.sh: is not a file with obc's generated-file header" in (
+        outcome.stderr)
+    assert "Traceback" not in outcome.stderr
+    assert foreign.read_text() == HAND_WRITTEN
+    assert tree(project / "out") == {f"{IDS[0]}/job.sh": ("file", HAND_WRITTEN.encode())}
+
+
+@pytest.mark.parametrize("where", ["out", "out/<id>", "out/<id>/job.sh"])
+def test_a_symbolic_link_is_neither_followed_nor_replaced(project, obc, where):
+    target = project / "elsewhere"
+    target.mkdir()
+    (target / "job.sh").write_text(HAND_WRITTEN)
+    link = project / where.replace("<id>", IDS[0])
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target / "job.sh" if link.name == "job.sh" else target)
+    before = tree(project)
+
+    outcome = obc("compile", "examples", "-o", "out")
+
+    assert outcome.code == 2
+    assert f"{link.relative_to(project)}: is a symbolic link" in outcome.stderr
+    assert "Traceback" not in outcome.stderr
+    assert tree(project) == before  # not even the scripts the link is not in the way of
+
+
+def test_a_link_where_a_stale_script_would_be_is_not_removed(project, obc):
+    assert obc("compile", "examples", "-o", "out").code == 0
+    target = project / "elsewhere"
+    target.mkdir()
+    obc_script = (project / "out" / IDS[0] / "job.sh").read_bytes()
+    (target / "job.sh").write_bytes(obc_script)
+    (project / "out" / "linked-folder").symlink_to(target)
+    (project / "out" / "linked-file").mkdir()
+    (project / "out" / "linked-file" / "job.sh").symlink_to(target / "job.sh")
+
+    outcome = obc("compile", "examples", "-o", "out")
+
+    assert outcome.stderr.splitlines()[-1] == f"obc: 0 written, {len(IDS)} unchanged, 0 removed"
+    assert (project / "out" / "linked-folder").is_symlink()
+    assert (project / "out" / "linked-file" / "job.sh").is_symlink()
+    assert (target / "job.sh").read_bytes() == obc_script
+
+
+def test_a_crash_between_writes_leaves_every_file_old_or_new(project, obc, monkeypatch):
+    assert obc("compile", "examples", "-o", "out").code == 0
+    scripts = sorted((project / "out").glob("*/job.sh"))
+    new = {path: path.read_bytes() for path in scripts}
+    old = {path: text.replace(b"set -u\n", b"set -u\n# old\n") for path, text in new.items()}
+    for path, text in old.items():
+        path.write_bytes(text)
+    real_replace, calls = os.replace, []
+
+    def fail_on_second(source, destination):
+        calls.append((Path(source), Path(destination)))
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real_replace(source, destination)
+
+    monkeypatch.setattr(write.os, "replace", fail_on_second)
+    outcome = obc("compile", "examples", "-o", "out")
+
+    assert outcome.code == 2
+    assert f"{calls[1][1]}: cannot write: No space left on device" in (
+        outcome.stderr)
+    assert "Traceback" not in outcome.stderr
+    assert [path.read_bytes() for path in scripts] == [
+        new[path] if i == 0 else old[path] for i, path in enumerate(scripts)]
+    assert sorted(p.name for p in (project / "out").rglob("*") if p.is_file()) == [
+        "job.sh"] * len(scripts)  # no temp file, no half file
+    for source, destination in calls:
+        # the temp file is in the target's folder, so the rename cannot cross file systems
+        assert source.parent == destination.absolute().parent
+        assert source.name.startswith(".job.sh.")
+
+    monkeypatch.setattr(write.os, "replace", real_replace)
+    assert obc("compile", "examples", "-o", "out").code == 0
+    assert [path.read_bytes() for path in scripts] == [new[path] for path in scripts]
