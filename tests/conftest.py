@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -89,6 +90,17 @@ class Sandbox:
         return {"PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home),
                 "LANG": "C.UTF-8", "OBC_STUB_STATE": str(self.state), **extra}
 
+    def path_without_system_bins(self) -> str:
+        """A PATH of the stubs and just the tools a job script uses, so that a test can
+        take a program away whatever else this machine has installed."""
+        tools = self.root / "tools"
+        tools.mkdir(exist_ok=True)
+        for tool in ("env", "setsid", "mkdir", "cat", "mv", "kill", "python3"):
+            link = tools / tool
+            if not link.exists():
+                link.symlink_to(shutil.which(tool))
+        return f"{self.bin}:{tools}"
+
     def records(self) -> list[dict]:
         log = self.state / "log.jsonl"
         if not log.exists():
@@ -97,7 +109,9 @@ class Sandbox:
 
     def run(self, script: Path, *args: str, shell: str = "dash", env: dict | None = None,
             timeout: float = 60) -> Run:
-        result = subprocess.run([*SHELLS[shell], str(script), *args], capture_output=True,
+        program, *options = SHELLS[shell]
+        command = [shutil.which(program) or program, *options, str(script), *args]
+        result = subprocess.run(command, capture_output=True,
                                 text=True, env=env if env is not None else self.env(),
                                 stdin=subprocess.DEVNULL, timeout=timeout, check=False)
         return Run(result.returncode, result.stdout, result.stderr, self.records())

@@ -152,7 +152,7 @@ steps: [{name: s, run: [record]}]
 secrets: [HF_TOKEN, WANDB_API_KEY, {name: OPTIONAL, required: false}]
 """))
     (sandbox.bin / "docker").unlink()
-    env = sandbox.env(WANDB_API_KEY="", PATH=f"{sandbox.bin}:/usr/bin:/bin")
+    env = sandbox.env(WANDB_API_KEY="", PATH=sandbox.path_without_system_bins())
     run = sandbox.run(write_script(tmp_path, text), shell=shell, env=env)
     assert run.returncode == 3
     assert run.stderr.splitlines() == [
