@@ -8,8 +8,11 @@ shellcheck) and ends the run with exit code 2.
 from __future__ import annotations
 
 import difflib
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -27,7 +30,17 @@ class Diagnostic:
         """Return the diagnostic in the `FILE:LINE:COL: error: FIELD: message` form."""
         where = f"{self.file}:{self.line}:{self.column}: error: "
         what = f"{self.field}: {self.message}" if self.field else self.message
-        return where + what + (f"\n  hint: {self.hint}" if self.hint else "")
+        return printable(where + what) + (f"\n  hint: {printable(self.hint)}" if self.hint else "")
+
+
+# C0 and C1 controls, DEL, and the line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """Return `text` with control characters escaped: a diagnostic is one line on a terminal,
+    and text from a run file must not move the cursor or recolour it."""
+    return _CONTROL.sub(lambda match: ascii(match.group())[1:-1], text)
 
 
 class ObcError(Exception):
@@ -41,9 +54,42 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def field_path(path: Iterable[str | int]) -> str:
-    """Return a field path such as `steps[1].run[0]` for the keys and indexes in `path`."""
+    """Return a field path such as `steps[1].run[0]` for the keys and indexes in `path`.
+
+    Keys that are not plain words are written as JSON strings (`files["a/b.py"]`), so that a
+    path is one unambiguous line whatever the run file holds.
+    """
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN_KEY.fullmatch(part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{json.dumps(part)}]"
     return out
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """Return a short, one-line rendering of a value for a message: strings in quotes."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe(value: Any) -> str:
+    """Describe a YAML value by what YAML made of it: `the number 3.1`, `a list`."""
+    if value is None:
+        return "null (an empty value)"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {show(value)}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"the string {show(value)}"

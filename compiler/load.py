@@ -2,8 +2,9 @@
 
 YAML has traps a schema never sees (duplicate keys, tags, alias bombs, `3.10` read as a
 number), so the loader is strict: it screens the bytes, then the event stream (iterative,
-so depth is bounded before anything recurses), then builds plain dicts, lists and scalars
-from ruamel's node graph, recording where each value and key came from.
+so depth is bounded before anything recurses), then measures the node graph with its aliases
+expanded, and only then builds plain dicts, lists and scalars, recording where each value and
+key came from.
 """
 
 from __future__ import annotations
@@ -18,26 +19,25 @@ from ruamel.yaml import YAML
 from ruamel.yaml import events as ev
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.reader import ReaderError
 
-from .diagnostics import Diagnostic, ObcError
+from .diagnostics import Diagnostic, ObcError, field_path
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 32
-# Values built from the document, aliases expanded: a run file has a few hundred; this bounds
-# what an alias bomb ("billion laughs") can make us build.
-MAX_VALUES = 100_000
+# What the document may expand to through aliases: a run file has a few hundred values and no
+# more text than the file itself. These bound what an alias bomb ("billion laughs") could make
+# obc build; they are checked on the node graph, before anything is built.
+MAX_VALUES = 10_000
+MAX_TEXT = 2 * MAX_FILE_BYTES
 
 Path_ = tuple[str | int, ...]
 
-_CORE_TAGS = {
-    "tag:yaml.org,2002:str",
-    "tag:yaml.org,2002:int",
-    "tag:yaml.org,2002:float",
-    "tag:yaml.org,2002:bool",
-    "tag:yaml.org,2002:null",
-}
-_TIMESTAMP = "tag:yaml.org,2002:timestamp"
-_MERGE = "tag:yaml.org,2002:merge"
+_YAML_TAG = "tag:yaml.org,2002:"
+_CORE_TAGS = {_YAML_TAG + name for name in ("str", "int", "float", "bool", "null")}
+_STR, _NULL = _YAML_TAG + "str", _YAML_TAG + "null"
+_TIMESTAMP = _YAML_TAG + "timestamp"
+_MERGE = _YAML_TAG + "merge"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +72,10 @@ class Source:
 class LoadError(Exception):
     """Raised inside this module to stop loading one file with one located diagnostic."""
 
-    def __init__(self, mark: Mark, message: str, hint: str | None = None) -> None:
+    def __init__(self, mark: Mark, message: str, hint: str | None = None,
+                 path: Path_ = ()) -> None:
         super().__init__(message)
-        self.mark, self.message, self.hint = mark, message, hint
+        self.mark, self.message, self.hint, self.path = mark, message, hint, path
 
 
 def display_name(path: Path) -> str:
@@ -86,14 +87,14 @@ def load_source(path: Path) -> tuple[Source, list[Diagnostic]]:
     """Read and parse the run file at `path`; problems come back as diagnostics."""
     source = Source(file=display_name(path), directory=path.parent)
     try:
-        data = _read_bytes(path)
-        text = _decode(data)
+        text = _decode(_read_bytes(path))
         node = _compose(text)
+        _Measure().check(node)
         source.data = _Builder(source, text).build(node, ())
     except LoadError as problem:
         mark = problem.mark
-        return source, [Diagnostic(source.file, mark.line, mark.column, "", problem.message,
-                                   problem.hint)]
+        return source, [Diagnostic(source.file, mark.line, mark.column, field_path(problem.path),
+                                   problem.message, problem.hint)]
     return source, []
 
 
@@ -104,7 +105,8 @@ def _read_bytes(path: Path) -> bytes:
     except OSError as error:
         raise ObcError(f"{display_name(path)}: cannot read: {error.strerror}") from error
     if len(data) > MAX_FILE_BYTES:
-        raise LoadError(Mark(1, 1), "file is larger than 1 MiB; a run file is a few dozen lines")
+        raise LoadError(Mark(1, 1), "file is larger than 1 MiB; a run file is a few dozen lines",
+                        "put large content in files: and name it from the run file")
     return data
 
 
@@ -120,16 +122,24 @@ def _decode(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise LoadError(_mark_of_offset(data, error.start),
-                        f"file is not valid UTF-8 (byte 0x{data[error.start]:02x})") from error
+                        f"file is not valid UTF-8 (byte 0x{data[error.start]:02x})",
+                        "save the file as UTF-8") from error
 
 
-def _mark_of_offset(data: bytes, offset: int) -> Mark:
-    line_start = data.rfind(b"\n", 0, offset) + 1
-    return Mark(data.count(b"\n", 0, offset) + 1, offset - line_start + 1)
+def _mark_of_offset(data: bytes | str, offset: int) -> Mark:
+    """Return the line and column of `offset` in `data` (columns count bytes or characters)."""
+    newline = b"\n" if isinstance(data, bytes) else "\n"
+    line_start = data.rfind(newline, 0, offset) + 1
+    return Mark(data.count(newline, 0, offset) + 1, offset - line_start + 1)
 
 
 def _yaml() -> YAML:
-    return YAML(typ="safe", pure=True)
+    yaml = YAML(typ="safe", pure=True)
+    # Composing recurses: bound it (for the run file, the event screen has done so already).
+    yaml.max_depth = MAX_DEPTH
+    # Reusing an anchor name is valid YAML; ruamel would print a warning on stderr.
+    yaml.composer.warn_double_anchors = False
+    return yaml
 
 
 def _compose(text: str) -> Node:
@@ -139,8 +149,14 @@ def _compose(text: str) -> Node:
         node = yaml.compose(io.StringIO(text))
     except MarkedYAMLError as error:
         raise _syntax_error(error, text) from error
+    except ReaderError as error:
+        raise LoadError(_mark_of_offset(text, error.position),
+                        f"file contains the control character U+{error.character:04X}, "
+                        "which YAML does not allow",
+                        "remove it; in a double-quoted string, an escape such as \\t "
+                        "stands for a control character") from error
     except YAMLError as error:  # unmarked: rare, but never a traceback
-        raise LoadError(Mark(1, 1), f"not valid YAML: {error}") from error
+        raise LoadError(Mark(1, 1), f"not valid YAML: {' '.join(str(error).split())}") from error
     if node is None:
         raise LoadError(Mark(1, 1), "file is empty; a run file is a mapping with 'version', 'id', "
                         "'runtime' and 'trainer' or 'steps'")
@@ -148,15 +164,24 @@ def _compose(text: str) -> Node:
 
 
 def _screen_events(yaml: YAML, text: str) -> None:
-    """Reject what obc does not read (tags, several documents) and bound the nesting depth."""
-    depth = documents = 0
+    """Reject what obc does not read (tags, several documents, YAML 1.1); bound depth and size."""
+    depth = documents = values = 0
     for event in yaml.parse(io.StringIO(text)):
         mark = Mark(event.start_mark.line + 1, event.start_mark.column + 1)
+        if isinstance(event, ev.ScalarEvent | ev.CollectionStartEvent):
+            values += 1
+            if values > MAX_VALUES:  # stop early: pure-Python YAML reads ~10,000 values a second
+                raise LoadError(mark, f"file holds more than {MAX_VALUES:,} values; a run file "
+                                "has a few hundred", "put large content in files:")
         if isinstance(event, ev.DocumentStartEvent):
             documents += 1
             if documents > 1:
                 raise LoadError(mark, "file holds more than one YAML document",
                                 "a run file is one document: remove the second '---'")
+            if event.version not in (None, (1, 2)):
+                version = ".".join(map(str, event.version))
+                raise LoadError(mark, f"obc reads YAML 1.2, not YAML {version}",
+                                "remove the %YAML directive")
         elif isinstance(event, ev.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
@@ -164,97 +189,200 @@ def _screen_events(yaml: YAML, text: str) -> None:
         elif isinstance(event, ev.CollectionEndEvent):
             depth -= 1
         if getattr(event, "tag", None) is not None:
-            raise LoadError(mark, f"YAML tags such as '{event.tag}' are not allowed",
-                            "remove the tag; write the value as plain YAML")
+            raise LoadError(mark, f"YAML tag '{_shorthand(event.tag)}' is not allowed",
+                            "remove the tag: obc reads plain YAML values only")
+
+
+def _shorthand(tag: str) -> str:
+    """Return a tag the way it is usually written: `!!binary` rather than its full name."""
+    return "!!" + tag.removeprefix(_YAML_TAG) if tag.startswith(_YAML_TAG) else tag
+
+
+# What commonly goes wrong, by the text of ruamel's problem: (message, hint).
+_SYNTAX_HINTS = {
+    "mapping values are not allowed here": (
+        "a ': ' here starts a mapping where none can be",
+        "quote a value that holds ': ', or check the indentation of this line"),
+    "expected <block end>": (
+        "this line's indentation does not match the lines above it",
+        "align it with the other keys of its mapping or the other items of its list"),
+    "that cannot start any token": (
+        "a plain value cannot start with this character",
+        "quote the value"),
+}
 
 
 def _syntax_error(error: MarkedYAMLError, text: str) -> LoadError:
     mark = error.problem_mark or error.context_mark
+    problem, context = str(error.problem or ""), str(error.context or "")
+    unclosed = "end of stream" in problem
+    if unclosed and ("quoted" in context or "flow sequence" in context
+                     or "flow mapping" in context):
+        mark = error.context_mark  # where the quote or bracket opens
     where = Mark(mark.line + 1, mark.column + 1) if mark else Mark(1, 1)
-    line = text.split("\n")[where.line - 1] if mark else ""
-    if "\t" in line[: len(line) - len(line.lstrip())] or "'\\t'" in str(error.problem):
+    if "'\\t'" in problem:
+        line = text.split("\n")[where.line - 1]
+        if line[: where.column].strip():
+            return LoadError(where, "a tab separates values here",
+                             "YAML separates with spaces; replace the tab with a space")
         return LoadError(where, "a tab is used for indentation",
                          "YAML indents with spaces only; replace the tab with spaces")
-    problem = " ".join(str(part) for part in (error.context, error.problem) if part)
-    return LoadError(where, f"YAML syntax error: {problem}")
+    if unclosed and "quoted" in context:
+        return LoadError(where, "this quoted string is never closed", "add the closing quote")
+    if unclosed:
+        return LoadError(where, "the file ends inside a [...] or {...} that is never closed",
+                         "add the closing ']' or '}'")
+    for known, (message, hint) in _SYNTAX_HINTS.items():
+        if known in problem:
+            return LoadError(where, f"YAML syntax error: {message}", hint)
+    detail = " ".join(str(part) for part in (error.context, error.problem) if part)
+    return LoadError(where, f"YAML syntax error: {detail}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Size:
+    """What a node expands to: values, characters of text, and nesting height."""
+
+    values: int
+    text: int
+    height: int
+
+
+class _Measure:
+    """Sizes the node graph with aliases expanded, once per node, before anything is built.
+
+    Aliases share nodes, so a few lines can stand for billions of values, nest far deeper than
+    the text does, or (`&a [*a]`) contain themselves; each of those is refused here.
+    """
+
+    def __init__(self) -> None:
+        self.sizes: dict[int, _Size] = {}
+        self.open: set[int] = set()
+
+    def check(self, root: Node) -> None:
+        self._size(root, 0)
+
+    def _size(self, node: Node, outer: int) -> _Size:
+        if id(node) in self.open:
+            raise LoadError(_mark(node), "an alias refers to the value that contains it",
+                            "an alias (*name) can only repeat a value defined before it")
+        size = self.sizes.get(id(node)) or self._measure(node, outer)
+        if outer + size.height > MAX_DEPTH:
+            raise LoadError(_mark(node), f"nesting is deeper than {MAX_DEPTH} levels once "
+                            "aliases are expanded")
+        return size
+
+    def _measure(self, node: Node, outer: int) -> _Size:
+        if isinstance(node, ScalarNode):
+            return _Size(1, len(node.value), 0)
+        if outer + 1 > MAX_DEPTH:
+            raise LoadError(_mark(node), f"nesting is deeper than {MAX_DEPTH} levels once "
+                            "aliases are expanded")
+        children = [n for pair in node.value for n in pair] if isinstance(node, MappingNode) \
+            else node.value
+        self.open.add(id(node))
+        sizes = [self._size(child, outer + 1) for child in children]
+        self.open.discard(id(node))
+        size = _Size(1 + sum(s.values for s in sizes), sum(s.text for s in sizes),
+                     1 + max((s.height for s in sizes), default=0))
+        if size.values > MAX_VALUES or size.text > MAX_TEXT:
+            raise LoadError(_mark(node), f"aliases expand this to more than {MAX_VALUES:,} values "
+                            f"or {MAX_TEXT:,} characters", "an alias bomb? repeat less through "
+                            "aliases")
+        self.sizes[id(node)] = size
+        return size
 
 
 class _Builder:
-    """Builds plain data from a node graph, recording positions and bounding alias expansion."""
+    """Builds plain data from a measured node graph, recording positions."""
 
     def __init__(self, source: Source, text: str) -> None:
         self.source, self.text = source, text
         self.constructor = _yaml().constructor
-        self.count = 0
 
     def build(self, node: Node, path: Path_) -> Any:
-        self.count += 1
-        if self.count > MAX_VALUES:
-            raise LoadError(self._mark(node), f"document expands to more than {MAX_VALUES:,} "
-                            "values through aliases", "an alias bomb? use fewer, smaller aliases")
-        self.source.values[path] = self._mark(node)
+        self.source.values[path] = self._position(node)
         if isinstance(node, MappingNode):
             return self._mapping(node, path)
         if isinstance(node, SequenceNode):
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         return self._scalar(node, path)
 
+    def _position(self, node: Node) -> Mark:
+        if isinstance(node, ScalarNode) and node.start_mark.index == node.end_mark.index:
+            # An empty value: ruamel marks the next token, often lines below; point just
+            # after the ':' or '-' that precedes it instead.
+            before = self.text[: node.start_mark.index].rstrip()
+            return _mark_of_offset(self.text, len(before))
+        return _mark(node)
+
     def _mapping(self, node: MappingNode, path: Path_) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key = self._key(key_node)
+            key = self._key(key_node, path)
             if key in result:
                 first = self.source.keys[(*path, key)]
-                raise LoadError(self._mark(key_node), f"duplicate key '{key}' (first at line "
-                                f"{first.line}, column {first.column})",
-                                "YAML keeps only one of them; remove or rename one")
-            self.source.keys[(*path, key)] = self._mark(key_node)
+                raise LoadError(_mark(key_node), f"duplicate key {key!r}: also at line "
+                                f"{first.line}, column {first.column}",
+                                "YAML would silently keep only the last one; remove or "
+                                "rename one", (*path, key))
+            self.source.keys[(*path, key)] = _mark(key_node)
             result[key] = self.build(value_node, (*path, key))
         return result
 
-    def _key(self, node: Node) -> str:
+    def _key(self, node: Node, path: Path_) -> str:
         if isinstance(node, ScalarNode) and node.tag == _MERGE:
-            raise LoadError(self._mark(node), "merge keys ('<<') are not supported",
-                            "write the keys out, or use an alias (*name) for a whole value")
-        if not isinstance(node, ScalarNode) or node.tag != "tag:yaml.org,2002:str":
-            shown = node.value if isinstance(node, ScalarNode) else "a collection"
-            raise LoadError(self._mark(node), f"mapping key {shown!s} is not a string",
-                            f"quote it: '{shown}'" if isinstance(node, ScalarNode) else None)
-        return node.value
+            raise LoadError(_mark(node), "merge keys ('<<') are not supported",
+                            "write the keys out, or use an alias (*name) for a whole value",
+                            path)
+        if not isinstance(node, ScalarNode):
+            raise LoadError(_mark(node), "a mapping key must be a string, not a "
+                            f"{'mapping' if isinstance(node, MappingNode) else 'list'}",
+                            None, path)
+        if node.tag != _STR:
+            raw = self._raw(node)
+            shown = f"{raw} as {node.tag.removeprefix(_YAML_TAG)}" if raw else "an empty key as null"
+            raise LoadError(_mark(node), f"a mapping key must be a string; YAML reads {shown}",
+                            f"quote it: \"{raw}\"", path)
+        return _text(node, node.value, (*path, node.value))
+
+    def _raw(self, node: ScalarNode) -> str:
+        """Return the text of a scalar as written in the file, without its anchor."""
+        raw = self.text[node.start_mark.index:node.end_mark.index]
+        if raw.startswith("&"):
+            raw = raw.split(None, 1)[-1]
+        return raw
 
     def _scalar(self, node: ScalarNode, path: Path_) -> Any:
-        raw = self.text[node.start_mark.index:node.end_mark.index]
-        if raw.startswith("&"):  # the anchor is part of the node's text, not of its value
-            raw = raw.split(None, 1)[-1]
-        self.source.raw[path] = raw
+        self.source.raw[path] = self._raw(node)
         if node.tag == _TIMESTAMP:
             return node.value  # a date is text to obc; keep exactly what was written
-        if node.tag not in _CORE_TAGS:
-            raise LoadError(self._mark(node), f"unsupported YAML type {node.tag}")
+        if node.tag not in _CORE_TAGS:  # the screen refused explicit tags already
+            raise LoadError(_mark(node), f"unsupported YAML type {_shorthand(node.tag)}",
+                            "quote the value", path)
         try:
             value = self.constructor.construct_object(node, deep=True)
         except ValueError as error:  # e.g. an integer of more than 4,300 digits
-            raise LoadError(self._mark(node), f"cannot read this number: {error}",
-                            "quote it if it is text") from error
-        if isinstance(value, str) and "\0" in value:
-            raise LoadError(self._mark(node), "string holds a NUL character",
-                            "NUL cannot reach a shell script or a process; remove it")
-        if isinstance(value, str) and not _encodable(value):
-            raise LoadError(self._mark(node), "string holds a lone surrogate (\\uD800-\\uDFFF), "
-                            "which is not text")
-        return value
-
-    @staticmethod
-    def _mark(node: Node) -> Mark:
-        return Mark(node.start_mark.line + 1, node.start_mark.column + 1)
+            raise LoadError(_mark(node), "this number is too large to read",
+                            "quote it if it is text", path) from error
+        return _text(node, value, path) if isinstance(value, str) else value
 
 
-def _encodable(value: str) -> bool:
+def _mark(node: Node) -> Mark:
+    return Mark(node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _text(node: Node, value: str, path: Path_) -> str:
+    """Return a string read from the file, refusing what double-quoted escapes can put in."""
+    if "\0" in value:
+        raise LoadError(_mark(node), "string holds a NUL character",
+                        "NUL cannot reach a shell script or a process; remove it", path)
     try:
         value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    except UnicodeEncodeError as error:
+        raise LoadError(_mark(node), "string holds a lone surrogate (\\uD800-\\uDFFF), "
+                        "which is not text", "remove the escape", path) from error
+    return value
 
 
 def read_attachment(source: Source, relative: str) -> str:

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .diagnostics import show
 from .load import Path_
+from .model import RENDEZVOUS_NAMES
 
 # Linux refuses one argument or environment string of 32 pages (MAX_ARG_STRLEN) at exec.
 MAX_ARG_BYTES = 131_071
@@ -34,21 +36,40 @@ SHELL_NAMES = {
 }
 
 
+# sbatch options a `slurm` field writes, by the field; `extra` must not give them again.
+SLURM_FIELDS = {
+    "job-name": "job_name", "output": "output", "partition": "partition",
+    "account": "account", "qos": "qos", "time": "time", "nodes": "nodes",
+    "gpus-per-node": "gpus_per_node", "cpus-per-task": "cpus_per_task", "mem": "mem",
+    "constraint": "constraint", "signal": "signal", "requeue": "requeue",
+    "no-requeue": "requeue", "open-mode": "requeue",
+}
+# sbatch options that would break what the script relies on, with the reason.
+SLURM_REFUSED = {
+    "ntasks": "the script runs one task per node and starts the rest with srun",
+    "ntasks-per-node": "the script runs one task per node and starts the rest with srun",
+    "export": "the job needs the submitter's environment, secrets included, by name; "
+              "put values in env: instead",
+    "wrap": "job.sh is the batch script",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """A rule broken at `path` (at its key when `at_key`), with an optional fix."""
+    """A rule broken at `path` (at its key when `at_key`), with an optional fix; `first` is
+    where a name given twice was first given."""
 
     path: Path_
     message: str
     hint: str | None = None
     at_key: bool = False
+    first: Path_ | None = None
 
 
 def check(data: Any) -> Iterator[Problem]:
     """Yield every broken rule of a run file's data."""
     if not isinstance(data, dict):
-        yield Problem((), "a run file is a mapping of keys such as 'version', 'id', 'runtime'")
-        return
+        return  # the schema says what a run file is
     kind = _get(data, "runtime", "kind")
     yield from _trainer_or_steps(data)
     yield from _runtime_options(data, kind)
@@ -57,6 +78,7 @@ def check(data: Any) -> Iterator[Problem]:
     yield from _files(data)
     yield from _mounts(data)
     yield from _argument_sizes(data)
+    yield from _slurm(data)
 
 
 def _get(data: Any, *keys: str) -> Any:
@@ -93,11 +115,11 @@ def _names(data: dict, kind: Any) -> Iterator[Problem]:
     for path, name in _declared_names(data):
         reason = _reserved(name, kind, data)
         if reason:
-            yield Problem(path, f"'{name}' cannot be set by a run file: {reason}",
+            yield Problem(path, f"{show(name)} cannot be set by a run file: {reason}",
                           at_key=path[0] == "env")
         if name in seen:
-            first = "env" if seen[name][0] == "env" else "secrets"
-            yield Problem(path, f"'{name}' is already given in {first}", at_key=path[0] == "env")
+            yield Problem(path, f"{show(name)} is already given in {seen[name][0]}",
+                          at_key=path[0] == "env", first=seen[name])
         seen.setdefault(name, path)
 
 
@@ -119,7 +141,7 @@ def _reserved(name: str, kind: Any, data: dict) -> str | None:
     if name in SHELL_NAMES:
         return SHELL_NAMES[name]
     if name.upper().startswith("OBC_"):
-        return "names starting with OBC_ belong to the job script"
+        return "names starting with OBC_ (in any case) belong to the job script"
     if name == "HF_HOME" and (kind in CONTAINER_KINDS or _get(data, "paths", "cache_dir")):
         return "the job sets it to the cache dir; set paths.cache_dir instead"
     gpus = _get(data, "runtime", "gpus")
@@ -132,13 +154,14 @@ def _steps(data: dict) -> Iterator[Problem]:
     steps = data.get("steps")
     if not isinstance(steps, list):
         return
-    seen: set[str] = set()
+    seen: dict[str, Path_] = {}
     for i, step in enumerate(steps):
         name, run = _get(step, "name"), _get(step, "run")
         if isinstance(name, str):
             if name in seen:
-                yield Problem(("steps", i, "name"), f"step name '{name}' is used twice")
-            seen.add(name)
+                yield Problem(("steps", i, "name"), f"step name {show(name)} is already used",
+                              first=seen[name])
+            seen.setdefault(name, ("steps", i, "name"))
         if isinstance(run, list) and run and isinstance(run[0], str):
             yield from _program(("steps", i, "run", 0), run[0])
 
@@ -148,7 +171,7 @@ def _program(path: Path_, program: str) -> Iterator[Problem]:
         yield Problem(path, "the program name is empty")
     elif "=" in program:
         # `env` and shells both read a first word with '=' as an assignment.
-        yield Problem(path, f"a program name cannot contain '=': {program!r}",
+        yield Problem(path, f"a program name cannot contain '=': {show(program)}",
                       "put variables in env:, not in the command")
     elif "\n" in program:
         yield Problem(path, "a program name cannot contain a newline")
@@ -163,7 +186,7 @@ def _files(data: dict) -> Iterator[Problem]:
         if not problem and name == AXOLOTL_CONFIG_NAME and "trainer" in data:
             problem = "is where the trainer's config goes"
         if problem:
-            yield Problem(("files", name), f"'{name}' {problem}", at_key=True)
+            yield Problem(("files", name), f"{show(name)} {problem}", at_key=True)
 
 
 def _file_name_problem(name: str) -> str | None:
@@ -188,7 +211,7 @@ def _mounts(data: dict) -> Iterator[Problem]:
         if isinstance(target, str) and target.rstrip("/") in (CONTAINER_RUN_DIR,
                                                               CONTAINER_CACHE_DIR, ""):
             yield Problem(("runtime", "mounts", i, "target"),
-                          f"'{target}' is taken by the job's own mounts")
+                          f"{show(target)} is taken by the job's own mounts")
 
 
 def _argument_sizes(data: dict) -> Iterator[Problem]:
@@ -216,3 +239,35 @@ def _arguments(data: dict) -> Iterator[tuple[Path_, str]]:
     for i, arg in enumerate(extra if isinstance(extra, list) else ()):
         if isinstance(arg, str):
             yield ("runtime", "extra_args", i), arg
+
+
+def _slurm(data: dict) -> Iterator[Problem]:
+    slurm = data.get("slurm")
+    if not isinstance(slurm, dict):
+        return
+    nodes, gpus = slurm.get("nodes"), slurm.get("gpus_per_node")
+    multi_node = isinstance(nodes, int) and nodes > 1
+    if multi_node and "gpus_per_node" not in slurm:
+        yield Problem(("slurm", "nodes"), "a job on several nodes needs gpus_per_node: "
+                      "each node starts that many training processes", at_key=True)
+    runtime_gpus = _get(data, "runtime", "gpus")
+    if gpus is not None and runtime_gpus not in (None, "all"):
+        yield Problem(("runtime", "gpus"), "Slurm picks the GPUs when slurm.gpus_per_node is "
+                      "set; leave runtime.gpus at all (the default)", at_key=True)
+    extra = slurm.get("extra")
+    for i, option in enumerate(extra if isinstance(extra, list) else ()):
+        if isinstance(option, str):
+            yield from _slurm_option(("slurm", "extra", i), option)
+    if multi_node:
+        for path, name in _declared_names(data):
+            if name in RENDEZVOUS_NAMES:
+                yield Problem(path, f"'{name}' cannot be set by a run file: a job on several "
+                              "nodes sets it for every step", at_key=path[0] == "env")
+
+
+def _slurm_option(path: Path_, option: str) -> Iterator[Problem]:
+    name = option[2:].partition("=")[0]
+    if name in SLURM_FIELDS:
+        yield Problem(path, f"--{name} is set by slurm.{SLURM_FIELDS[name]}; use that field")
+    elif name in SLURM_REFUSED:
+        yield Problem(path, f"--{name} cannot be given: {SLURM_REFUSED[name]}")

@@ -15,12 +15,12 @@ from typing import Any
 from jsonschema import Draft7Validator, ValidationError, validators
 
 from . import rules
-from .diagnostics import Diagnostic, did_you_mean, field_path
+from .diagnostics import Diagnostic, describe, did_you_mean, field_path, show
 from .load import Path_, Source
 from .resources import run_schema
 
 # Keys and values that later versions of the format will give a meaning.
-NOT_SUPPORTED_YET = {("slurm",), ("matrix",), ("extends",)}
+NOT_SUPPORTED_YET = {("matrix",), ("extends",)}
 KINDS_NOT_SUPPORTED_YET = {"apptainer"}
 
 
@@ -43,11 +43,27 @@ def validate(source: Source) -> list[Diagnostic]:
     found: set[Diagnostic] = set()
     for error in _validator().iter_errors(source.data):
         found.update(_translate(source, error))
-    for problem in rules.check(source.data):
+    for problem in (*rules.check(source.data), *_rewritten_numbers(source)):
         mark = source.mark(problem.path, key=problem.at_key)
+        message = problem.message
+        if problem.first is not None:
+            first = source.keys.get(problem.first) or source.mark(problem.first)
+            message += f" (line {first.line}, column {first.column})"
         found.add(Diagnostic(source.file, mark.line, mark.column, field_path(problem.path),
-                             problem.message, problem.hint))
+                             message, problem.hint))
     return sorted(found)
+
+
+def _rewritten_numbers(source: Source) -> Iterator[rules.Problem]:
+    """Env values YAML reads as integers but writes differently: `0x1F` would reach the job
+    as `31`, `007` as `7`, `1_000` as `1000`."""
+    env = source.data.get("env") if isinstance(source.data, dict) else None
+    for name, value in env.items() if isinstance(env, dict) else ():
+        raw = source.raw.get(("env", name))
+        if type(value) is int and raw is not None and raw != str(value):
+            yield rules.Problem(("env", name), f"YAML reads {raw} as the number {value}, "
+                                "which is what the job would get",
+                                f'quote it to pass it as written: {name}: "{raw}"')
 
 
 def _translate(source: Source, error: ValidationError) -> Iterator[Diagnostic]:
@@ -71,9 +87,10 @@ def _explain(source: Source, error: ValidationError) -> Iterator[Explanation]:
     elif keyword == "additionalProperties":
         yield from _unknown_keys(path, instance, schema)
     elif keyword == "required":
+        # Located at the mapping that lacks the key, named by the field that is missing.
         for key in error.validator_value:
             if isinstance(instance, dict) and key not in instance:
-                yield path, False, f"missing required key '{key}'", None
+                yield (*path, key), False, f"required key '{key}' is missing", None
     elif keyword in ("oneOf", "anyOf"):
         yield from _alternatives(source, error, hint)
     elif keyword == "type":
@@ -90,10 +107,11 @@ def _unknown_keys(path: Path_, instance: dict, schema: dict) -> Iterator[Explana
         if key in known or any(re.search(p, key) for p in patterns):
             continue
         if (*path, key) in NOT_SUPPORTED_YET:
-            yield (*path, key), True, f"'{key}' is not supported yet by this obc", None
+            yield (*path, key), True, f"{show(key)} is not supported yet by this obc", None
         else:
             where = f" in {field_path(path)}" if path else ""
-            yield (*path, key), True, f"unknown key '{key}'{where}{did_you_mean(key, known)}", None
+            yield (*path, key), True, \
+                f"unknown key {show(key)}{where}{did_you_mean(key, known)}", None
 
 
 def _alternatives(source: Source, error: ValidationError, hint: str | None) -> \
@@ -109,8 +127,13 @@ def _alternatives(source: Source, error: ValidationError, hint: str | None) -> \
             yield from _explain(source, sub)
         return
     path: Path_ = tuple(error.absolute_path)
-    types = [branch.get("type") for branch in error.validator_value if isinstance(branch, dict)]
-    expected = _types([t for t in types if t] or ["a valid value"])
+    # Each branch whose type does not fit said so at its root; together they are what fits.
+    types = [t for subs in by_branch.values() for s in subs
+             if s.validator == "type" and not s.path
+             for t in ([s.validator_value] if isinstance(s.validator_value, str)
+                       else s.validator_value)]
+    types = list(dict.fromkeys(types))
+    expected = _types(types) if types else "a valid value"
     yield path, False, f"expected {expected}, got {describe(error.instance)}", \
         _quote_hint(source, path, types) or hint
 
@@ -124,6 +147,8 @@ def _simple_message(path: Path_, keyword: str, error: ValidationError) -> str:
         suggestion = did_you_mean(instance, value) if isinstance(instance, str) else ""
         return f"{show(instance)} is not one of {choices}{suggestion}"
     if keyword == "const" and path == ("version",):
+        if instance == str(value):
+            return f"the version is the number {value}, not the string {show(instance)}"
         return f"unsupported version {show(instance)}; this obc reads version {value}"
     if keyword == "pattern":
         return f"{show(instance)}: {error.schema.get('patternErrorMessage', 'has a bad form')}"
@@ -145,35 +170,16 @@ def _types(types: Any) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def describe(value: Any) -> str:
-    """Describe a YAML value by what YAML made of it: `the number 3.1`, `a list`."""
-    if value is None:
-        return "null (an empty value)"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, int | float):
-        return f"the number {value}"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return f"the string {show(value)}"
-
-
-def show(value: Any, limit: int = 60) -> str:
-    """Return a short, one-line rendering of a value for a message."""
-    text = repr(value) if isinstance(value, str) else str(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _quote_hint(source: Source, path: Path_, expected: Any) -> str | None:
     """For a scalar YAML typed where a string was expected, show how to quote it."""
     wanted = [expected] if isinstance(expected, str) else list(expected)
     raw = source.raw.get(path)
-    if "string" not in wanted or raw is None or not path:
+    if "string" not in wanted or raw is None or not path or "\n" in raw:
         return None
     key = path[-1]
-    lead = f"{key}: " if isinstance(key, str) else "- "
+    lead = f"{key}: " if isinstance(key, str) else ""
+    if not raw:
+        return f'an empty value is null in YAML; for an empty string write {lead}""'
     return f'YAML reads {raw} as {describe(_typed(source, path))}; quote it: {lead}"{raw}"'
 
 
