@@ -73,6 +73,8 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         finalize=_finalize,
         keep_trailing_newline=True,
+        # Read each template once per process, however many jobs a batch renders.
+        auto_reload=False,
         trim_blocks=True,
         lstrip_blocks=True,
     )
