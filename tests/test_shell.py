@@ -1,0 +1,34 @@
+"""shell.py: the one quoting function, checked against a shell parser as an oracle."""
+
+from __future__ import annotations
+
+import shlex
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from compiler.shell import heredoc_delimiter, join_words, quote, shell_path
+
+TEXT = st.text(st.characters(exclude_characters="\0"))
+
+
+@settings(derandomize=True, max_examples=500)
+@given(st.lists(TEXT))
+@example(["", "'", "'\\''", "=ls", "FOO=bar", "time", "-rf", "~", "*", "{a,b}", "\n", "a\\"])
+def test_a_quoted_command_line_splits_back_into_its_words(words):
+    assert shlex.split(join_words(words)) == words
+
+
+def test_home_relative_paths_expand_where_the_job_runs():
+    assert shell_path("~/a b") == '"$HOME"/\'a b\''
+    assert shell_path("~") == '"$HOME"'
+    assert shell_path("~/") == '"$HOME"/'
+    assert shell_path("/abs") == "/abs"
+    assert shell_path("rel/dir") == "rel/dir"
+    assert shell_path("a/~b") == "'a/~b'"
+
+
+def test_a_heredoc_delimiter_never_equals_a_line_of_the_body():
+    assert heredoc_delimiter("a\nb\n") == "OBC_EOF"
+    assert heredoc_delimiter("OBC_EOF\nOBC_EOF_1\n") == "OBC_EOF_2"
+    assert heredoc_delimiter("  OBC_EOF\n") == "OBC_EOF"
