@@ -163,11 +163,16 @@ def _steps(data: dict) -> Iterator[Problem]:
                               first=seen[name])
             seen.setdefault(name, ("steps", i, "name"))
         if isinstance(run, list) and run and isinstance(run[0], str):
-            yield from _program(("steps", i, "run", 0), run[0])
+            yield from _program(("steps", i, "run", 0), run[0], data.get("files"))
 
 
-def _program(path: Path_, program: str) -> Iterator[Problem]:
-    if not program:
+def _program(path: Path_, program: str, files: Any) -> Iterator[Problem]:
+    if isinstance(files, dict) and program.removeprefix("./") in files:
+        # Embedded files are written as plain text, without the execute bit, and only after
+        # the preflight that checks each program exists.
+        yield Problem(path, f"{show(program)} is an embedded file, which cannot be run directly",
+                      f"run it with its interpreter: [sh, {program.removeprefix('./')}]")
+    elif not program:
         yield Problem(path, "the program name is empty")
     elif "=" in program:
         # `env` and shells both read a first word with '=' as an assignment.

@@ -67,3 +67,19 @@ def test_two_run_files_with_one_id_are_an_error_naming_both(tmp_path, monkeypatc
     result = compile_files([Path("a.yaml"), Path("b.yaml")])
     assert [d.text() for d in result.diagnostics] == [
         "b.yaml:3:5: error: id: id 'same' is also the id of a.yaml; ids must be unique"]
+
+
+def test_an_embedded_file_cannot_be_run_as_a_program(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("train.sh").write_text("echo hi\n")
+    Path("r.yaml").write_text("""\
+version: 1
+id: r
+runtime: {kind: native}
+files: {train.sh: train.sh}
+steps: [{name: s, run: [./train.sh]}]
+""")
+    (problem,) = compile_files([Path("r.yaml")]).diagnostics
+    assert problem.text().startswith("r.yaml:5:26: error: steps[0].run[0]: './train.sh' is an "
+                                     "embedded file")
+    assert problem.hint == "run it with its interpreter: [sh, train.sh]"
