@@ -80,6 +80,6 @@ files: {train.sh: train.sh}
 steps: [{name: s, run: [./train.sh]}]
 """)
     (problem,) = compile_files([Path("r.yaml")]).diagnostics
-    assert problem.text().startswith("r.yaml:5:26: error: steps[0].run[0]: './train.sh' is an "
+    assert problem.text().startswith("r.yaml:5:25: error: steps[0].run[0]: './train.sh' is an "
                                      "embedded file")
     assert problem.hint == "run it with its interpreter: [sh, train.sh]"
