@@ -90,6 +90,60 @@ class Native:
         return f"{self.venv.rstrip('/')}/bin/{name}"
 
 
+
+# The variables a multi-node job exports to every step (README, "Running on Slurm").
+RENDEZVOUS_NAMES = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE")
+
+
+@dataclass(frozen=True, slots=True)
+class Slurm:
+    """How the script asks Slurm for its resources; None fields are left to the site."""
+
+    job_name: str
+    output: str
+    signal: str
+    requeue: bool
+    nodes: int
+    gpus_per_node: int | None
+    cpus_per_task: int | None
+    partition: str | None
+    account: str | None
+    qos: str | None
+    time: str | None
+    mem: str | None
+    constraint: str | None
+    rendezvous_port: int
+    extra: tuple[str, ...]
+    # With nodes > 1: the steps srun starts on every node (the others run once, here), and
+    # the one launched with torchrun across the nodes (Axolotl's train), if any.
+    node_steps: tuple[str, ...]
+    torchrun_step: str | None
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nodes > 1
+
+    @property
+    def directives(self) -> tuple[str, ...]:
+        """The sbatch options, in a fixed order: what the job is, where it runs, what it gets,
+        how it ends; then the run file's own extras."""
+        options = [("job-name", self.job_name), ("output", self.output),
+                   ("partition", self.partition), ("account", self.account),
+                   ("qos", self.qos), ("time", self.time), ("nodes", str(self.nodes)),
+                   ("ntasks-per-node", "1"),
+                   ("gpus-per-node", _optional(self.gpus_per_node)),
+                   ("cpus-per-task", _optional(self.cpus_per_task)), ("mem", self.mem),
+                   ("constraint", self.constraint), ("signal", self.signal)]
+        lines = [f"--{name}={value}" for name, value in options if value is not None]
+        # A requeued job appends to its log rather than starting it again.
+        lines += ["--requeue", "--open-mode=append"] if self.requeue else ["--no-requeue"]
+        return (*lines, *self.extra)
+
+
+def _optional(number: int | None) -> str | None:
+    return None if number is None else str(number)
+
+
 def lookup(program: str) -> Literal["path", "absolute", "run_dir"]:
     """How the shell finds `program`: on PATH, at an absolute (or ~/) path, or in the run dir."""
     if "/" not in program:
@@ -113,6 +167,7 @@ class Job:
     files: tuple[EmbeddedFile, ...]
     env: tuple[tuple[str, str], ...]
     secrets: tuple[Secret, ...]
+    slurm: Slurm | None = None
 
     @property
     def container(self) -> Container | None:
@@ -156,3 +211,12 @@ class Job:
         if self.gpus == "all":
             return None
         return "" if self.gpus == "none" else ",".join(self.gpus)
+
+    @property
+    def slurm_names(self) -> tuple[str, ...]:
+        """The variables Slurm or the script set that a container must be given by name: the
+        GPUs Slurm picked, and in a multi-node job the rendezvous."""
+        if self.slurm is None:
+            return ()
+        gpus = ("CUDA_VISIBLE_DEVICES",) if self.slurm.gpus_per_node else ()
+        return gpus + (RENDEZVOUS_NAMES if self.slurm.multi_node else ())

@@ -20,6 +20,7 @@ from .model import (
     Mount,
     Native,
     Secret,
+    Slurm,
     Step,
 )
 from .rules import AXOLOTL_CONFIG_NAME
@@ -30,6 +31,12 @@ AXOLOTL_ENV = (("AXOLOTL_DO_NOT_TRACK", "1"),)
 CONFIG_FIELD: Path_ = ("trainer", "axolotl", "config")
 # Step name and Axolotl command, in the order they run.
 AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
+# Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
+# run dir may not exist before the job creates it); TERM to the script two minutes before
+# the time limit, so that the trap has time to stop a container.
+DEFAULT_SLURM_OUTPUT = "%x-%j.out"
+DEFAULT_SLURM_SIGNAL = "B:TERM@120"
+DEFAULT_RENDEZVOUS_PORT = 29500
 
 
 def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
@@ -49,6 +56,7 @@ def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, s
     job_id = data["id"]
     paths = data.get("paths", {})
     cache_default = None if kind == "native" else DEFAULT_CACHE_DIR
+    steps = _steps(data)
     return Job(
         id=job_id,
         source_file=source_file,
@@ -57,10 +65,12 @@ def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, s
         gpus=_gpus(runtime.get("gpus", "all")),
         run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
         cache_dir=paths.get("cache_dir", cache_default),
-        steps=_steps(data),
+        steps=steps,
         files=_files(data, attachments),
         env=_env(data),
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
+        slurm=_slurm(data["slurm"], job_id, steps, "trainer" in data) if "slurm" in data
+        else None,
     )
 
 
@@ -89,6 +99,31 @@ def _steps(data: dict[str, Any]) -> tuple[Step, ...]:
                "merge": axolotl.get("merge", False)}
     return tuple(Step(name, ("axolotl", command, AXOLOTL_CONFIG_NAME))
                  for name, command in AXOLOTL_STEPS if enabled[name])
+
+
+def _slurm(slurm: dict[str, Any], job_id: str, steps: tuple[Step, ...],
+           axolotl: bool) -> Slurm:
+    time = slurm.get("time")
+    return Slurm(
+        job_name=slurm.get("job_name", job_id),
+        output=slurm.get("output", DEFAULT_SLURM_OUTPUT),
+        signal=slurm.get("signal", DEFAULT_SLURM_SIGNAL),
+        requeue=slurm.get("requeue", False),
+        nodes=slurm.get("nodes", 1),
+        gpus_per_node=slurm.get("gpus_per_node"),
+        cpus_per_task=slurm.get("cpus_per_task"),
+        partition=slurm.get("partition"),
+        account=slurm.get("account"),
+        qos=slurm.get("qos"),
+        time=None if time is None else str(time),
+        mem=slurm.get("mem"),
+        constraint=slurm.get("constraint"),
+        rendezvous_port=slurm.get("rendezvous_port", DEFAULT_RENDEZVOUS_PORT),
+        extra=tuple(slurm.get("extra", ())),
+        # Axolotl trains on every node; its preprocess and merge run once.
+        node_steps=("train",) if axolotl else tuple(step.name for step in steps),
+        torchrun_step="train" if axolotl else None,
+    )
 
 
 def _files(data: dict[str, Any], attachments: dict[Path_, str]) -> tuple[EmbeddedFile, ...]:

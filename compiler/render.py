@@ -13,7 +13,7 @@ from typing import Any
 
 import jinja2
 
-from . import shell
+from . import shell, slurm
 from .model import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR, Job, lookup
 from .resources import data_dir
 from .shell import ShellText
@@ -86,6 +86,7 @@ def _environment() -> jinja2.Environment:
         comment=_comment,
         heredoc=_heredoc,
         expansion=_expansion,
+        sbatch=slurm.sbatch_lines,
     )
     env.globals.update(
         plain_chars=ShellText(shell.PLAIN_CHARS),
@@ -119,6 +120,7 @@ def help_lines(job: Job) -> list[str]:
         ("job", [job.id]),
         ("runtime", _runtime_summary(job)),
         ("gpus", [job.gpus if isinstance(job.gpus, str) else ", ".join(job.gpus)]),
+        ("slurm", _slurm_summary(job)),
         ("run dir", [f"{job.run_dir}  (--run-dir DIR)"]),
         ("cache dir", [f"{job.cache_dir}  (--cache-dir DIR)" if job.cache_dir
                        else "Hugging Face's default  (--cache-dir DIR)"]),
@@ -152,4 +154,17 @@ def _runtime_summary(job: Job) -> list[str]:
     lines = ["native, programs from " + (f"{native.venv}/bin" if native.venv else "PATH")]
     if native.env_file:
         lines.append(f"sources {native.env_file} first")
+    return lines
+
+
+def _slurm_summary(job: Job) -> list[str]:
+    if job.slurm is None:
+        return []
+    slurm = job.slurm
+    gpus = f", {slurm.gpus_per_node} GPUs each" if slurm.gpus_per_node else ""
+    lines = [f"sbatch job.sh: {slurm.nodes} node{'s' if slurm.multi_node else ''}{gpus}"
+             + (", requeued after preemption" if slurm.requeue else "")]
+    if slurm.multi_node:
+        how = "torchrun" if slurm.torchrun_step else "NODE_RANK etc."
+        lines.append(f"on every node (srun, {how}): {', '.join(slurm.node_steps)}")
     return lines
