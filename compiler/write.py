@@ -7,6 +7,7 @@ and is renamed into place, so a file is always either old or new, never half-wri
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import itertools
 import os
@@ -129,23 +130,23 @@ def apply(changes: list[Change]) -> list[Change]:
     Raises ObcError if a write or removal fails; the files before it are done, it and the
     ones after it are untouched.
     """
-    done = []
-    for change in changes:
-        try:
-            if change.status in ("changed", "missing"):
-                write_atomic(change.path, change.new or b"")
-                change = Change(change.path, "written", change.old, change.new)
-            elif change.status == "stale":
-                change.path.unlink()
-                _remove_if_empty(change.path.parent)
-                change = Change(change.path, "removed", change.old)
-        except OSError as error:
-            verb = "remove" if change.status == "stale" else "write"
-            raise ObcError(f"{change.path}: cannot {verb}: {error.strerror or error}; the files "
-                           "before it are done, it and the ones after it are as they were"
-                           ) from error
-        done.append(change)
-    return done
+    return [_carry_out(change) for change in changes]
+
+
+def _carry_out(change: Change) -> Change:
+    try:
+        if change.status in ("changed", "missing"):
+            write_atomic(change.path, change.new or b"")
+            return Change(change.path, "written", change.old, change.new)
+        if change.status == "stale":
+            change.path.unlink()
+            _remove_if_empty(change.path.parent)
+            return Change(change.path, "removed", change.old)
+    except OSError as error:
+        verb = "remove" if change.status == "stale" else "write"
+        raise ObcError(f"{change.path}: cannot {verb}: {error.strerror or error}; the files "
+                       "before it are done, it and the ones after it are as they were") from error
+    return change
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -176,7 +177,5 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def _remove_if_empty(folder: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # not empty: it holds files that are not obc's
         folder.rmdir()
-    except OSError:
-        pass  # not empty: it holds files that are not obc's

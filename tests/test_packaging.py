@@ -52,9 +52,9 @@ def test_the_wheel_carries_the_templates_and_the_schema(wheel):
 
 def test_the_installed_wheel_compiles_the_examples_to_the_committed_bytes(installed, tmp_path):
     shutil.copytree(REPO / "examples", tmp_path / "examples")
-    where = subprocess.run([installed / "python", "-c", "import compiler; print(compiler.__file__)"],
-                           cwd=tmp_path, env=away_from_checkout(), check=True,
-                           capture_output=True, text=True).stdout
+    probe = [installed / "python", "-c", "import compiler; print(compiler.__file__)"]
+    where = subprocess.run(probe, cwd=tmp_path, env=away_from_checkout(), check=True,
+                           capture_output=True, text=True).stdout.strip()
     assert Path(where).is_relative_to(installed.parent), where
 
     result = subprocess.run([installed / "obc", "compile", "examples", "-o", "out"],
