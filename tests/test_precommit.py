@@ -4,6 +4,7 @@ this checkout as the hook source: they pass on fresh output and fail on stale ou
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,7 +69,8 @@ def test_pre_commit_hooks_pass_on_fresh_output_and_fail_on_stale(tmp_path):
 
     fresh = pre_commit(team, tmp_path / "pre-commit-cache")
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
-    assert "obc validate" in fresh.stdout and "obc compile --check" in fresh.stdout
+    assert re.search(r"^obc validate\.+Passed$", fresh.stdout, re.MULTILINE)  # not "Skipped"
+    assert re.search(r"^obc compile --check\.+Passed$", fresh.stdout, re.MULTILINE)
 
     script = team / "out" / "docker-qlora" / "job.sh"
     script.write_text(script.read_text().replace("OBC_JOB=docker-qlora", "OBC_JOB=edited"))
@@ -80,3 +82,13 @@ def test_pre_commit_hooks_pass_on_fresh_output_and_fail_on_stale(tmp_path):
     assert "out/docker-qlora/job.sh:" in stale.stdout
     assert "out/steps-eval/job.sh:1:1: error: stale" in stale.stdout
     assert "to fix, run: obc compile examples -o out" in stale.stdout
+    assert re.search(r"^obc validate\.+Passed$", stale.stdout, re.MULTILINE)
+
+    run_file = team / "examples" / "docker-qlora.yaml"
+    run_file.write_text(run_file.read_text().replace("kind: docker", "kind: dockr"))
+    git(team, "add", "-A")
+    invalid = pre_commit(team, tmp_path / "pre-commit-cache")
+    assert invalid.returncode == 1
+    assert re.search(r"^obc validate\.+Failed$", invalid.stdout, re.MULTILINE)
+    assert "examples/docker-qlora.yaml:" in invalid.stdout
+    assert "did you mean 'docker'" in invalid.stdout
