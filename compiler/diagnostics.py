@@ -47,11 +47,17 @@ class ObcError(Exception):
     """A condition that stops obc as a whole: bad usage or a broken environment (exit 2)."""
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """Return "; did you mean 'x'?" for the closest of `choices`, or "" if none is close."""
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """Return the one of `choices` that `word` is most likely a misspelling of, if any."""
     # 0.7 rather than difflib's 0.6: a weak suggestion is worse than none (flit #36).
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.7)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return "; did you mean 'x'?" for the closest of `choices`, or "" if none is close."""
+    close = closest(word, choices)
+    return f"; did you mean '{close}'?" if close else ""
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")

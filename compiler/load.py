@@ -215,7 +215,7 @@ _SYNTAX_HINTS = {
 def _syntax_error(error: MarkedYAMLError, text: str) -> LoadError:
     mark = error.problem_mark or error.context_mark
     problem, context = str(error.problem or ""), str(error.context or "")
-    unclosed = "end of stream" in problem
+    unclosed = "end of stream" in problem or "<stream end>" in problem
     if unclosed and ("quoted" in context or "flow sequence" in context
                      or "flow mapping" in context):
         mark = error.context_mark  # where the quote or bracket opens
@@ -252,7 +252,10 @@ class _Measure:
     """Sizes the node graph with aliases expanded, once per node, before anything is built.
 
     Aliases share nodes, so a few lines can stand for billions of values, nest far deeper than
-    the text does, or (`&a [*a]`) contain themselves; each of those is refused here.
+    the text does, or (`&a [*a]`) contain themselves; each of those is refused here, at the
+    collection that holds the offending alias. The walk is in document order, so an alias
+    leads to a node measured already or to one still open (itself or a parent): it never
+    recurses deeper than the text, which the event screen has bounded.
     """
 
     def __init__(self) -> None:
@@ -263,28 +266,26 @@ class _Measure:
         self._size(root, 0)
 
     def _size(self, node: Node, outer: int) -> _Size:
-        if id(node) in self.open:
-            raise LoadError(_mark(node), "an alias refers to the value that contains it",
-                            "an alias (*name) can only repeat a value defined before it")
-        size = self.sizes.get(id(node)) or self._measure(node, outer)
-        if outer + size.height > MAX_DEPTH:
-            raise LoadError(_mark(node), f"nesting is deeper than {MAX_DEPTH} levels once "
-                            "aliases are expanded")
-        return size
-
-    def _measure(self, node: Node, outer: int) -> _Size:
+        """Return the size of `node`, which `outer` collections enclose."""
+        if id(node) in self.sizes:
+            return self.sizes[id(node)]
         if isinstance(node, ScalarNode):
             return _Size(1, len(node.value), 0)
-        if outer + 1 > MAX_DEPTH:
-            raise LoadError(_mark(node), f"nesting is deeper than {MAX_DEPTH} levels once "
-                            "aliases are expanded")
         children = [n for pair in node.value for n in pair] if isinstance(node, MappingNode) \
             else node.value
         self.open.add(id(node))
-        sizes = [self._size(child, outer + 1) for child in children]
+        sizes = []
+        for child in children:
+            if id(child) in self.open:
+                raise LoadError(_mark(node), "an alias refers to the value that contains it",
+                                "an alias (*name) can only repeat a value defined before it")
+            sizes.append(self._size(child, outer + 1))
         self.open.discard(id(node))
         size = _Size(1 + sum(s.values for s in sizes), sum(s.text for s in sizes),
                      1 + max((s.height for s in sizes), default=0))
+        if outer + size.height > MAX_DEPTH:
+            raise LoadError(_mark(node), f"nesting is deeper than {MAX_DEPTH} levels once "
+                            "aliases are expanded")
         if size.values > MAX_VALUES or size.text > MAX_TEXT:
             raise LoadError(_mark(node), f"aliases expand this to more than {MAX_VALUES:,} values "
                             f"or {MAX_TEXT:,} characters", "an alias bomb? repeat less through "

@@ -57,13 +57,14 @@ SLURM_REFUSED = {
 @dataclass(frozen=True, slots=True)
 class Problem:
     """A rule broken at `path` (at its key when `at_key`), with an optional fix; `first` is
-    where a name given twice was first given."""
+    where a name given twice was first given (at its key when `first_at_key`)."""
 
     path: Path_
     message: str
     hint: str | None = None
     at_key: bool = False
     first: Path_ | None = None
+    first_at_key: bool = False
 
 
 def check(data: Any) -> Iterator[Problem]:
@@ -118,8 +119,9 @@ def _names(data: dict, kind: Any) -> Iterator[Problem]:
             yield Problem(path, f"{show(name)} cannot be set by a run file: {reason}",
                           at_key=path[0] == "env")
         if name in seen:
-            yield Problem(path, f"{show(name)} is already given in {seen[name][0]}",
-                          at_key=path[0] == "env", first=seen[name])
+            first = seen[name]
+            yield Problem(path, f"{show(name)} is already given in {first[0]}",
+                          at_key=path[0] == "env", first=first, first_at_key=first[0] == "env")
         seen.setdefault(name, path)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from jsonschema import Draft7Validator, ValidationError, validators
 
 from . import rules
-from .diagnostics import Diagnostic, describe, did_you_mean, field_path, show
+from .diagnostics import Diagnostic, closest, describe, did_you_mean, field_path, show
 from .load import Path_, Source
 from .resources import run_schema
 
@@ -47,7 +47,7 @@ def validate(source: Source) -> list[Diagnostic]:
         mark = source.mark(problem.path, key=problem.at_key)
         message = problem.message
         if problem.first is not None:
-            first = source.keys.get(problem.first) or source.mark(problem.first)
+            first = source.mark(problem.first, key=problem.first_at_key)
             message += f" (line {first.line}, column {first.column})"
         found.add(Diagnostic(source.file, mark.line, mark.column, field_path(problem.path),
                              message, problem.hint))
@@ -87,12 +87,16 @@ def _explain(source: Source, error: ValidationError) -> Iterator[Explanation]:
     elif keyword == "additionalProperties":
         yield from _unknown_keys(path, instance, schema)
     elif keyword == "required":
-        # Located at the mapping that lacks the key, named by the field that is missing.
+        # Located at the mapping that lacks the key, named by the field that is missing; a
+        # misspelling of it is reported once, as an unknown key with "did you mean".
         for key in error.validator_value:
-            if isinstance(instance, dict) and key not in instance:
+            if isinstance(instance, dict) and key not in instance \
+                    and not any(closest(given, [key]) for given in instance):
                 yield (*path, key), False, f"required key '{key}' is missing", None
     elif keyword in ("oneOf", "anyOf"):
         yield from _alternatives(source, error, hint)
+    elif keyword == "pattern" and instance == "" and schema.get("minLength"):
+        return  # "must not be empty" says it
     elif keyword == "type":
         yield path, False, f"expected {_types(error.validator_value)}, got {describe(instance)}", \
             _quote_hint(source, path, error.validator_value) or hint

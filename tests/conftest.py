@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -181,3 +182,22 @@ def obc(capsys: pytest.CaptureFixture[str]):
         return Outcome(code, captured.out, captured.err)
 
     return run
+
+
+def start_script(script: Path, *args: str, shell: str, env: dict[str, str]) -> subprocess.Popen:
+    """Start a job.sh in the background, as a scheduler would: a session of its own, and
+    TERM, INT and HUP at their defaults (a shell cannot trap a signal ignored on entry,
+    and a parent started in the background may have left INT ignored)."""
+
+    def default_signals() -> None:
+        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(number, signal.SIG_DFL)
+
+    return subprocess.Popen([*SHELLS[shell], str(script), *args], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=default_signals)
+
+
+# The real engines of tests/engines.py, as fixtures for every test module.
+from tests.engines import docker, podman, test_image_tar  # noqa: E402,F401

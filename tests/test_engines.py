@@ -1,0 +1,147 @@
+"""Compiled scripts run for real: rootful podman (with a fake GPU) and docker (no GPU).
+
+Each step runs the stub trainer of stubs/trainer.sh in the busybox test image, which
+records what it got into the run dir (see tests/engines.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import compile_text, start_script, write_script
+from tests.engines import FAKE_GPU_ENV, Engine, trainer_records, wait_until
+
+CANARY = "hf_CANARY_5f0c1b2e'\"$(touch PWNED)`id` \\n"
+_ids = itertools.count()
+
+
+def job_id() -> str:
+    """A container name no other test, nor another test session, uses at the same time."""
+    return f"obc-test-{os.getpid()}-{next(_ids)}"
+
+
+def run_file(engine: Engine, job: str, root: Path, body: str) -> str:
+    return f"""\
+version: 1
+id: {job}
+runtime:
+  kind: {engine.name}
+  image: {engine.image}
+  gpus: {"all" if engine.name == "podman" else "none"}
+  extra_args: [--network=none]
+paths: {{run_dir: {json.dumps(str(root / "run dir"))}, cache_dir: {root / "cache"}}}
+{body}"""
+
+
+def engine_env(sandbox, engine: Engine, **extra: str) -> dict[str, str]:
+    """The sandbox's environment with the real engines first on PATH, not the stubs."""
+    return sandbox.env(PATH="/usr/local/bin:/usr/bin:/bin", **engine.env, **extra)
+
+
+@pytest.fixture(params=["podman", "docker"])
+def engine(request) -> Engine:
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture
+def cleanup(request):
+    """Names of containers to remove after the test, whatever happened in it."""
+    names: list[tuple[Engine, str]] = []
+    yield names
+    for engine, name in names:
+        engine("rm", "-f", name, check=False)
+
+
+def test_steps_run_in_the_container_and_a_failure_stops_the_job(tmp_path, sandbox, engine,
+                                                                  cleanup):
+    job = job_id()
+    cleanup.append((engine, f"overbrainer-{job}"))
+    (tmp_path / "in.txt").write_text("from the run file's folder\n")
+    text = compile_text(tmp_path, run_file(engine, job, tmp_path, """\
+steps:
+  - {name: first, run: [record, "it's a b", --touch, made.txt,
+                        --touch, /workspace/hf-cache/cached.txt]}
+  - {name: copy, run: [sh, -c, "cat data/in.txt > copy.txt"]}
+  - {name: fail, run: [record, --exit, "7"]}
+  - {name: never, run: [record]}
+files: {data/in.txt: in.txt}
+env: {WANDB_PROJECT: "v 'w' $x"}
+secrets: [HF_TOKEN]
+"""))
+    run = sandbox.run(write_script(tmp_path, text), env=engine_env(sandbox, engine,
+                                                                   HF_TOKEN=CANARY))
+    assert run.returncode == 7, run.stderr
+    assert run.stderr.splitlines()[-1] == "obc: step 3/4 fail failed with exit code 7"
+    run_dir = tmp_path / "run dir"
+    first, fail = trainer_records(run_dir)
+    assert (first.program, first.argv, first.cwd) == (
+        "record", ["it's a b", "--touch", "made.txt", "--touch",
+                   "/workspace/hf-cache/cached.txt"], "/workspace/run")
+    assert fail.argv == ["--exit", "7"]
+    assert (run_dir / "made.txt").read_text() == "made by a step\n"
+    assert (tmp_path / "cache" / "cached.txt").read_text() == "made by a step\n"
+    assert (run_dir / "copy.txt").read_text() == "from the run file's folder\n"
+    expected_env = {"HF_HOME": "/workspace/hf-cache", "WANDB_PROJECT": "v 'w' $x",
+                    "HF_TOKEN": CANARY}
+    if engine.name == "podman":  # gpus: all, through the fake CDI spec
+        expected_env[FAKE_GPU_ENV[0]] = FAKE_GPU_ENV[1]
+    assert {k: first.env.get(k) for k in expected_env} == expected_env
+    assert not engine.container_exists(f"overbrainer-{job}")
+
+
+def test_a_container_of_the_same_name_stops_the_job_with_exit_4(tmp_path, sandbox, podman,
+                                                                 cleanup):
+    job = job_id()
+    name = f"overbrainer-{job}"
+    cleanup.append((podman, name))
+    podman("create", "--name", name, podman.image, "true")
+    text = compile_text(tmp_path, run_file(podman, job, tmp_path,
+                                           "steps: [{name: s, run: [record]}]\n"))
+    run = sandbox.run(write_script(tmp_path, text), env=engine_env(sandbox, podman))
+    assert run.returncode == 4
+    assert run.stderr == (f"obc: container {name} already exists: is this job running "
+                          f"already? If not, remove it with: podman rm -f {name}\n")
+    assert not (tmp_path / "run dir").exists()
+    podman("rm", "-f", name)
+    run = sandbox.run(write_script(tmp_path, text), env=engine_env(sandbox, podman))
+    assert run.returncode == 0, run.stderr
+
+
+def test_a_secret_is_in_no_process_argv_while_a_container_step_runs(tmp_path, sandbox,
+                                                                     podman, cleanup):
+    job = job_id()
+    cleanup.append((podman, f"overbrainer-{job}"))
+    text = compile_text(tmp_path, run_file(podman, job, tmp_path, """\
+steps: [{name: wait, run: [record, --sleep, "300"]}]
+secrets: [HF_TOKEN]
+"""))
+    script = start_script(write_script(tmp_path, text), shell="dash",
+                          env=engine_env(sandbox, podman, HF_TOKEN=CANARY))
+    try:
+        wait_until(lambda: len(trainer_records(tmp_path / "run dir")) == 1, "the step to start")
+        (record,) = trainer_records(tmp_path / "run dir")
+        assert record.env["HF_TOKEN"] == CANARY
+        argv_with_canary = [pid for pid, argv in all_argv().items() if b"CANARY" in argv]
+        assert argv_with_canary == []
+    finally:
+        script.terminate()
+        stdout, stderr = script.communicate(timeout=60)
+    assert script.returncode == 143
+    assert "CANARY" not in stdout + stderr
+
+
+def all_argv() -> dict[int, bytes]:
+    """The argument list of every process on the machine."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                found[int(entry.name)] = (entry / "cmdline").read_bytes()
+            except OSError:  # ended meanwhile
+                pass
+    return found

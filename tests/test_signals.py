@@ -1,0 +1,117 @@
+"""TERM, INT and HUP while a step runs: the job stops the step completely and exits 128+N.
+
+Natively, the step's whole process group must end (the step's own child included); in a
+container (real podman, and docker once), the container must be stopped and gone. Each
+test waits until the step has recorded that it runs before it sends the signal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SHELLS, compile_text, start_script, write_script
+from tests.engines import trainer_records, wait_until
+from tests.test_engines import cleanup, engine_env, job_id, run_file  # noqa: F401
+
+SIGNALS = [("TERM", signal.SIGTERM), ("INT", signal.SIGINT), ("HUP", signal.SIGHUP)]
+TWO_STEPS = """\
+steps:
+  - {name: long, run: [record, --grandchild, --sleep, "300"]}
+  - {name: after, run: [record, after]}
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a process that has not ended (a zombie has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def group_members(pgid: int) -> list[int]:
+    """Processes of process group `pgid` that have not ended."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except FileNotFoundError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
+
+
+def stop_with(script, number: signal.Signals) -> tuple[str, str]:
+    """Send `number` to the running script; return its output once it has ended."""
+    os.kill(script.pid, number)
+    try:
+        return script.communicate(timeout=90)
+    except BaseException:
+        script.kill()
+        raise
+
+
+@pytest.fixture(scope="module")
+def native_script(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("native")
+    return write_script(folder, compile_text(folder, f"""\
+version: 1
+id: sig
+runtime: {{kind: native}}
+{TWO_STEPS}"""))
+
+
+def step_records(sandbox) -> list[dict]:
+    return [r for r in sandbox.records() if "program" in r]
+
+
+@pytest.mark.parametrize(("name", "number"), SIGNALS)
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_signal_ends_the_native_step_and_everything_it_started(native_script, tmp_path,
+                                                                 sandbox, shell, name, number):
+    script = start_script(native_script, "--run-dir", str(tmp_path / "run"), shell=shell,
+                          env=sandbox.env())
+    wait_until(lambda: step_records(sandbox), "the step to start")
+    (step,) = step_records(sandbox)
+    assert step["pid"] == step["pgid"] and alive(step["grandchild"])
+    _, stderr = stop_with(script, number)
+    assert script.returncode == 128 + number, stderr
+    assert stderr.splitlines()[-1] == f"obc: {name} received, stopping"
+    wait_until(lambda: not group_members(step["pgid"]), "the step's process group to end")
+    assert not alive(step["pid"]) and not alive(step["grandchild"])
+    assert len(step_records(sandbox)) == 1  # the next step never started
+
+
+@pytest.mark.parametrize(("name", "number"), SIGNALS)
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_signal_stops_and_removes_the_podman_container(tmp_path, sandbox, podman, cleanup,
+                                                         shell, name, number):
+    stop_container_step(tmp_path, sandbox, podman, cleanup, shell, name, number)
+
+
+def test_a_signal_stops_and_removes_the_docker_container(tmp_path, sandbox, docker, cleanup):
+    stop_container_step(tmp_path, sandbox, docker, cleanup, "dash", "TERM", signal.SIGTERM)
+
+
+def stop_container_step(tmp_path, sandbox, engine, cleanup, shell, name, number) -> None:
+    job = job_id()
+    container = f"overbrainer-{job}"
+    cleanup.append((engine, container))
+    text = compile_text(tmp_path, run_file(engine, job, tmp_path, TWO_STEPS))
+    script = start_script(write_script(tmp_path, text), shell=shell,
+                          env=engine_env(sandbox, engine))
+    run_dir = tmp_path / "run dir"
+    wait_until(lambda: trainer_records(run_dir), "the container's step to start")
+    assert engine.container_exists(container)
+    _, stderr = stop_with(script, number)
+    assert script.returncode == 128 + number, stderr
+    assert stderr.splitlines()[-1] == f"obc: {name} received, stopping"
+    assert not engine.container_exists(container)
+    assert len(trainer_records(run_dir)) == 1  # the next step never started
