@@ -23,8 +23,9 @@
 # No `set -e`: each command that matters is checked where it runs. Nothing here ever
 # expands a secret, so even `sh -x job.sh` shows names only.
 # Values are single-quoted on purpose: shellcheck need not point out that '$x' or '~/x'
-# stays as written (SC2016, SC2088) or that a backslash in quotes is literal (SC1003).
-# shellcheck disable=SC2016,SC2088,SC1003
+# stays as written (SC2016, SC2088) or that a backslash in quotes is literal (SC1003), nor
+# that a job id or step name such as `wait` is also a command's name (SC2209).
+# shellcheck disable=SC2016,SC2088,SC1003,SC2209
 set -u
 
 OBC_JOB=native-venv

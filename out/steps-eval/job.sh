@@ -20,8 +20,9 @@
 # No `set -e`: each command that matters is checked where it runs. Nothing here ever
 # expands a secret, so even `sh -x job.sh` shows names only.
 # Values are single-quoted on purpose: shellcheck need not point out that '$x' or '~/x'
-# stays as written (SC2016, SC2088) or that a backslash in quotes is literal (SC1003).
-# shellcheck disable=SC2016,SC2088,SC1003
+# stays as written (SC2016, SC2088) or that a backslash in quotes is literal (SC1003), nor
+# that a job id or step name such as `wait` is also a command's name (SC2209).
+# shellcheck disable=SC2016,SC2088,SC1003,SC2209
 set -u
 
 OBC_JOB=steps-eval
@@ -162,12 +163,13 @@ obc_step_command() {
     ghcr.io/example/eval:1.4.2 "$@"
 }
 
-# Stops the step's container (the engine sends TERM, then KILL after its timeout), then
-# the engine's client, should it still be waiting.
+# Stops the step's container: the engine sends TERM, then KILL after its timeout, and its
+# client, which removes the container, then ends by itself. With no container to stop
+# (the client is still starting it), the client is stopped instead.
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
-  docker stop overbrainer-steps-eval >/dev/null 2>&1
-  env kill -s TERM -- "-$OBC_CHILD" 2>/dev/null
+  docker stop overbrainer-steps-eval >/dev/null 2>&1 ||
+    env kill -s TERM -- "-$OBC_CHILD" 2>/dev/null
 }
 
 # A scheduler's TERM (Slurm at its time limit, scancel), ^C or a lost terminal: stop the
