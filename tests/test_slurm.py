@@ -1,0 +1,213 @@
+"""Slurm jobs on a real cluster: two emulated nodes with fake GPUs (tests/slurm_cluster.py).
+
+Each test compiles a run file with a `slurm` block, submits the job.sh with sbatch exactly as
+an admin would, follows it with scontrol, and reads what the stub trainer recorded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compiler.pipeline import compile_files
+from tests.conftest import REPO, Sandbox, compile_text, write_script
+from tests.slurm_cluster import SlurmCluster, missing_programs
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory):
+    missing = missing_programs()
+    assert not missing, f"tests/run installs Slurm; missing here: {', '.join(missing)}"
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+def submit(slurm: SlurmCluster, sandbox: Sandbox, tmp_path: Path, text: str, **env: str):
+    """Compile `text` and sbatch it from tmp_path, with the sandbox's environment; return
+    the job id."""
+    script = write_script(tmp_path, compile_text(tmp_path, text))
+    return slurm.submit(script, cwd=tmp_path, env=sandbox.env(**env))
+
+
+def output(tmp_path: Path, name: str, job_id: str) -> str:
+    """The job's output file (the default --output=%x-%j.out, in the submit dir)."""
+    return (tmp_path / f"{name}-{job_id}.out").read_text()
+
+
+def test_single_node_native_job_runs_every_step_with_the_gpus_slurm_picked(
+        slurm, sandbox, venv, tmp_path):
+    job_id = submit(slurm, sandbox, tmp_path, f"""\
+version: 1
+id: single
+runtime: {{kind: native, venv: {venv}}}
+trainer:
+  axolotl: {{config: {{base_model: x}}, preprocess: true, merge: true}}
+secrets: [HF_TOKEN]
+slurm: {{partition: debug, time: 10, gpus_per_node: 2, cpus_per_task: 1}}
+""", HF_TOKEN="t0ken")
+    job = slurm.wait(job_id)
+    log = output(tmp_path, "single", job_id)
+    assert (job.state, job.exit_code) == ("COMPLETED", 0), log
+    run_dir = sandbox.home / "overbrainer/runs/single"
+    steps = [r for r in sandbox.records() if "program" in r]
+    assert [(s["argv"], s["cwd"]) for s in steps] == [
+        (["preprocess", "axolotl.yaml"], str(run_dir)),
+        (["train", "axolotl.yaml"], str(run_dir)),
+        (["merge-lora", "axolotl.yaml"], str(run_dir)),
+    ]
+    for step in steps:
+        assert step["env"]["CUDA_VISIBLE_DEVICES"] == "0,1"
+        assert step["env"]["HF_TOKEN"] == "t0ken"
+        assert step["env"]["SLURM_JOB_ID"] == job_id
+        # A one-node job sets no rendezvous.
+        assert "MASTER_ADDR" not in step["env"] and "NODE_RANK" not in step["env"]
+    assert "obc: single done" in log and "t0ken" not in log
+
+
+def test_a_failing_step_fails_the_job_with_its_exit_code(slurm, sandbox, tmp_path):
+    job_id = submit(slurm, sandbox, tmp_path, """\
+version: 1
+id: failing
+runtime: {kind: native}
+steps:
+  - {name: fails, run: [record, --exit, "7"]}
+  - {name: never, run: [record]}
+slurm: {time: "00:05:00"}
+""")
+    job = slurm.wait(job_id)
+    assert (job.state, job.exit_code) == ("FAILED", 7)
+    assert [r["argv"] for r in sandbox.records()] == [["--exit", "7"]]
+    assert "obc: step 1/2 fails failed with exit code 7" in output(tmp_path, "failing", job_id)
+
+
+def test_every_node_gets_its_rank_and_the_same_rendezvous(slurm, sandbox, tmp_path):
+    job_id = submit(slurm, sandbox, tmp_path, """\
+version: 1
+id: ranks
+runtime: {kind: native}
+steps:
+  - {name: everywhere, run: [record, rank]}
+secrets: [HF_TOKEN]
+slurm: {nodes: 2, gpus_per_node: 2, rendezvous_port: 29611}
+""", HF_TOKEN="t0ken")
+    job = slurm.wait(job_id)
+    assert (job.state, job.exit_code) == ("COMPLETED", 0), output(tmp_path, "ranks", job_id)
+    steps = sorted((r["env"] for r in sandbox.records()), key=lambda env: env["NODE_RANK"])
+    assert [(env["NODE_RANK"], env["SLURMD_NODENAME"]) for env in steps] == [
+        ("0", "n1"), ("1", "n2")]
+    for env in steps:
+        assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("n1", "29611")
+        assert (env["NNODES"], env["GPUS_PER_NODE"]) == ("2", "2")
+        assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
+        assert env["HF_TOKEN"] == "t0ken"
+
+
+def test_axolotl_trains_on_every_node_and_preprocesses_and_merges_once(
+        slurm, sandbox, venv, tmp_path):
+    job_id = submit(slurm, sandbox, tmp_path, f"""\
+version: 1
+id: multi
+runtime: {{kind: native, venv: {venv}}}
+trainer:
+  axolotl: {{config: {{base_model: x}}, preprocess: true, merge: true}}
+slurm: {{nodes: 2, gpus_per_node: 2, requeue: true}}
+""")
+    job = slurm.wait(job_id)
+    assert (job.state, job.exit_code) == ("COMPLETED", 0), output(tmp_path, "multi", job_id)
+    torchrun = ["--launcher", "torchrun", "--", "--nnodes", "2", "--nproc_per_node", "2",
+                "--rdzv_backend", "c10d", "--rdzv_endpoint", "n1:29500", "--rdzv_id", job_id]
+    records = sandbox.records()
+    assert [r["argv"] for r in records] == [
+        ["preprocess", "axolotl.yaml"],
+        ["train", "axolotl.yaml", *torchrun],
+        ["train", "axolotl.yaml", *torchrun],
+        ["merge-lora", "axolotl.yaml"],
+    ]
+    assert sorted(r["env"]["SLURMD_NODENAME"] for r in records[1:3]) == ["n1", "n2"]
+    assert records[0]["env"]["SLURMD_NODENAME"] == records[3]["env"]["SLURMD_NODENAME"] == "n1"
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_slurms_signal_to_the_script_stops_the_running_step(slurm, sandbox, tmp_path, nodes):
+    job_id = submit(slurm, sandbox, tmp_path, f"""\
+version: 1
+id: stopped
+runtime: {{kind: native}}
+steps: [{{name: long, run: [record, --sleep, "300"]}}]
+slurm: {{nodes: {nodes}, gpus_per_node: 1}}
+""")
+    slurm.wait_for(lambda: len(sandbox.records()) == nodes, 60, "the step to start")
+    # What --signal=B:TERM@120 does before the time limit: TERM to the job script only.
+    assert slurm.run("scancel", "--batch", "--signal=TERM", job_id).returncode == 0
+    job = slurm.wait(job_id)
+    log = output(tmp_path, "stopped", job_id)
+    assert job.exit_code == 128 + 15, log
+    assert "obc: TERM received, stopping" in log
+    for record in sandbox.records():
+        slurm.wait_for(lambda pid=record["pid"]: not _running(pid), 30, "the step to end")
+
+
+def test_scancel_stops_the_job_and_its_step(slurm, sandbox, tmp_path):
+    job_id = submit(slurm, sandbox, tmp_path, """\
+version: 1
+id: cancelled
+runtime: {kind: native}
+steps: [{name: long, run: [record, --sleep, "300"]}]
+slurm: {}
+""")
+    slurm.wait_for(lambda: len(sandbox.records()) == 1, 60, "the step to start")
+    assert slurm.run("scancel", job_id).returncode == 0
+    job = slurm.wait(job_id)
+    assert job.state == "CANCELLED"
+    (record,) = sandbox.records()
+    slurm.wait_for(lambda: not _running(record["pid"]), 30, "the step to end")
+
+
+def test_a_requeued_job_skips_the_steps_it_finished(slurm, sandbox, tmp_path):
+    # `second` waits the first time it runs (until the job is requeued) and ends at once on
+    # the second: the file it leaves says it ran before.
+    job_id = submit(slurm, sandbox, tmp_path, """\
+version: 1
+id: requeued
+runtime: {kind: native}
+steps:
+  - {name: first, run: [record, first]}
+  - {name: second, run: [sh, -c, "record second; [ -e again ] || { : > again; exec sleep 300; }"]}
+  - {name: third, run: [record, third]}
+slurm: {requeue: true}
+""")
+    slurm.wait_for(lambda: len(sandbox.records()) == 2, 60, "the second step to start")
+    assert slurm.run("scontrol", "requeue", job_id).returncode == 0
+    # Slurm makes a requeued job wait two minutes before it may start again; let it start now.
+    slurm.wait_for(lambda: slurm.show(job_id).state == "PENDING", 60, "the job to be requeued")
+    assert slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now").returncode == 0
+    job = slurm.wait(job_id)
+    assert (job.state, job.exit_code, job.fields["Restarts"]) == ("COMPLETED", 0, "1")
+    assert [r["argv"] for r in sandbox.records()] == [["first"], ["second"], ["second"], ["third"]]
+    log = output(tmp_path, "requeued", job_id)
+    assert "obc: step 1/3 first: finished before the job was requeued, skipped" in log
+    done = sandbox.home / "overbrainer/runs/requeued/.obc/done"
+    assert sorted(p.name for p in done.iterdir()) == ["first", "second", "third"]
+    assert (done / "third").read_text() == f"{job_id}\n"
+
+
+def test_sbatch_test_only_accepts_every_compiled_example(slurm, tmp_path):
+    result = compile_files(sorted((REPO / "examples").glob("*.yaml")), out=tmp_path / "out")
+    assert not result.diagnostics
+    for script in result.scripts:
+        path = write_script(tmp_path, script.text)
+        test = slurm.run("sbatch", "--test-only", str(path))
+        assert test.returncode == 0, (script, test.stderr)
+        assert "to start at" in test.stderr
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
