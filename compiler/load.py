@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -373,11 +374,25 @@ def _mark(node: Node) -> Mark:
     return Mark(node.start_mark.line + 1, node.start_mark.column + 1)
 
 
+# Control characters other than tab and newline: YAML refuses them raw, but a double-quoted
+# escape ("\r", "\e") lets them in, and a terminal showing the script would then show
+# something else than what runs (a carriage return hides what precedes it on the line).
+_CONTROL = re.compile("[\x01-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_NAMES = {"\r": "carriage return", "\x1b": "escape", "\b": "backspace"}
+
+
 def _text(node: Node, value: str, path: Path_) -> str:
     """Return a string read from the file, refusing what double-quoted escapes can put in."""
     if "\0" in value:
         raise LoadError(_mark(node), "string holds a NUL character",
                         "NUL cannot reach a shell script or a process; remove it", path)
+    control = _CONTROL.search(value)
+    if control:
+        char = control.group()
+        name = f" ({_CONTROL_NAMES[char]})" if char in _CONTROL_NAMES else ""
+        raise LoadError(_mark(node), f"string holds the control character U+{ord(char):04X}"
+                        f"{name}", "a terminal would show the script differently from what "
+                        "it runs; remove it", path)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
