@@ -6,12 +6,14 @@ an admin would, follows it with scontrol, and reads what the stub trainer record
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from compiler.pipeline import compile_files
 from tests.conftest import REPO, Sandbox, compile_text, write_script
+from tests.engines import trainer_records
 from tests.slurm_cluster import SlurmCluster, missing_programs
 
 pytestmark = pytest.mark.slow
@@ -194,6 +196,51 @@ slurm: {requeue: true}
     done = sandbox.home / "overbrainer/runs/requeued/.obc/done"
     assert sorted(p.name for p in done.iterdir()) == ["first", "second", "third"]
     assert (done / "third").read_text() == f"{job_id}\n"
+
+
+def podman_job(podman, tmp_path: Path, job: str, body: str) -> str:
+    return f"""\
+version: 1
+id: {job}
+runtime: {{kind: podman, image: {podman.image}, extra_args: [--network=none]}}
+paths: {{run_dir: {tmp_path / "run"}, cache_dir: {tmp_path / "cache"}}}
+{body}"""
+
+
+def test_a_podman_job_gets_the_gpus_slurm_picked_and_its_secrets_by_name(
+        slurm, sandbox, podman, tmp_path):
+    name = f"slurm-podman-{os.getpid()}"
+    job_id = submit(slurm, sandbox, tmp_path, podman_job(podman, tmp_path, name, """\
+steps:
+  - {name: first, run: [record, one]}
+  - {name: fails, run: [record, --exit, "5"]}
+secrets: [HF_TOKEN]
+slurm: {gpus_per_node: 2}
+"""), PATH="/usr/local/bin:/usr/bin:/bin", HF_TOKEN="t0ken", **podman.env)
+    job = slurm.wait(job_id)
+    assert (job.state, job.exit_code) == ("FAILED", 5), output(tmp_path, name, job_id)
+    first, fails = trainer_records(tmp_path / "run")
+    assert (first.argv, fails.argv) == (["one"], ["--exit", "5"])
+    assert first.env["CUDA_VISIBLE_DEVICES"] == "0,1" and first.env["HF_TOKEN"] == "t0ken"
+    assert "SLURM_JOB_ID" not in first.env  # only what the job passes by name
+    assert not podman.container_exists(f"overbrainer-{name}")
+
+
+def test_scancel_stops_a_podman_jobs_container(slurm, sandbox, podman, tmp_path):
+    name = f"slurm-podman-stop-{os.getpid()}"
+    job_id = submit(slurm, sandbox, tmp_path, podman_job(podman, tmp_path, name, """\
+steps: [{name: long, run: [record, --sleep, "300"]}]
+slurm: {}
+"""), PATH="/usr/local/bin:/usr/bin:/bin", **podman.env)
+    try:
+        slurm.wait_for(lambda: len(trainer_records(tmp_path / "run")) == 1, 60,
+                       "the container to start")
+        assert slurm.run("scancel", job_id).returncode == 0
+        assert slurm.wait(job_id).state == "CANCELLED"
+        slurm.wait_for(lambda: not podman.container_exists(f"overbrainer-{name}"), 60,
+                       "the container to be gone")
+    finally:
+        podman("rm", "-f", f"overbrainer-{name}", check=False)
 
 
 def test_sbatch_test_only_accepts_every_compiled_example(slurm, tmp_path):
