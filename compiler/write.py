@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import io
 import itertools
 import os
 import stat
@@ -61,8 +62,9 @@ class Change:
 
 
 def _lines(data: bytes | None) -> list[str]:
-    # Keep line ends: a CRLF line must show up as different from the LF line obc writes.
-    return (data or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
+    # Split at LF only, as the shell does (str.splitlines also splits at U+2028 and others),
+    # and keep line ends: a CRLF line must differ from the LF line obc writes.
+    return [line.decode("utf-8", errors="replace") for line in io.BytesIO(data or b"")]
 
 
 def is_obc_file(path: Path) -> bool:
