@@ -78,6 +78,7 @@ def check(data: Any) -> Iterator[Problem]:
     yield from _steps(data)
     yield from _files(data)
     yield from _mounts(data)
+    yield from _mounted_paths(data, kind)
     yield from _argument_sizes(data)
     yield from _slurm(data)
 
@@ -219,6 +220,17 @@ def _mounts(data: dict) -> Iterator[Problem]:
                                                               CONTAINER_CACHE_DIR, ""):
             yield Problem(("runtime", "mounts", i, "target"),
                           f"{show(target)} is taken by the job's own mounts")
+
+
+def _mounted_paths(data: dict, kind: Any) -> Iterator[Problem]:
+    """The run and cache dirs are mounted with `-v DIR:TARGET`, which the engine splits."""
+    if kind not in CONTAINER_KINDS:
+        return
+    for key in ("run_dir", "cache_dir"):
+        path = _get(data, "paths", key)
+        if isinstance(path, str) and (":" in path or "," in path):
+            yield Problem(("paths", key), f"{show(path)}: a {kind} job mounts this folder, and "
+                          f"{kind} splits a mount on ':' and ','", "choose a path without them")
 
 
 def _argument_sizes(data: dict) -> Iterator[Problem]:

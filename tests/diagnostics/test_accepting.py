@@ -81,3 +81,9 @@ def test_an_argument_of_exactly_131071_bytes_compiles(tmp_path: Path):
     script = compile_text(tmp_path, run_file("docker", [biggest], {}))
 
     assert words_at(script, "obc_step 1 a ") == ["obc_step", "1", "a", "prog", biggest]
+
+
+def test_a_native_job_may_use_colons_and_commas_in_its_folders(tmp_path):
+    text = run_file("native", ["x"], {}) + "paths: {run_dir: '/runs/a:b,c', cache_dir: /c:d}\n"
+
+    compile_text(tmp_path, text)

@@ -338,16 +338,32 @@ RULES = [
          "must not contain a newline"),
     case("mount-source-colon", with_runtime("  kind: docker\n  mounts:\n"
                                             "    - {source: /a:b, target: /b}\n"), 6, 16,
-         "runtime.mounts[0].source", "':' and ',' cannot appear in a mount path"),
+         "runtime.mounts[0].source", "cannot hold ':' or ','", "the engine splits on them"),
     case("mount-source-comma", with_runtime("  kind: docker\n  mounts:\n"
                                             "    - {source: 'a,b', target: /b}\n"), 6, 16,
-         "runtime.mounts[0].source", "':' and ','"),
+         "runtime.mounts[0].source", "cannot hold ':' or ','"),
     case("mount-target-colon", with_runtime("  kind: podman\n  mounts:\n"
                                             "    - {source: /a, target: '/b:ro'}\n"), 6, 28,
-         "runtime.mounts[0].target", "without ':' or ','"),
+         "runtime.mounts[0].target", "without ':', ','"),
     case("mount-target-relative", with_runtime("  kind: docker\n  mounts:\n"
                                                "    - {source: /a, target: b}\n"), 6, 28,
          "runtime.mounts[0].target", "must be an absolute path"),
+    case("mount-source-relative", with_runtime("  kind: docker\n  mounts:\n"
+                                               "    - {source: data, target: /b}\n"), 6, 16,
+         "runtime.mounts[0].source", "absolute or starts with ~/", "named volume"),
+    case("mount-source-tilde-user", with_runtime("  kind: docker\n  mounts:\n"
+                                                 "    - {source: ~user/d, target: /b}\n"), 6, 16,
+         "runtime.mounts[0].source", "absolute or starts with ~/"),
+    case("mount-source-newline", with_runtime("  kind: docker\n  mounts:\n"
+                                              "    - {source: \"/a\\nb\", target: /b}\n"), 6, 16,
+         "runtime.mounts[0].source", "or a newline"),
+    case("mount-target-newline", with_runtime("  kind: docker\n  mounts:\n"
+                                              "    - {source: /a, target: \"/b\\nc\"}\n"), 6, 28,
+         "runtime.mounts[0].target", "or a newline"),
+    case("run-dir-colon-in-container", BASE + "paths:\n  run_dir: /runs/a:b\n", 6, 12,
+         "paths.run_dir", "a docker job mounts this folder", "splits a mount on ':' and ','"),
+    case("cache-dir-comma-in-container", BASE + "paths:\n  cache_dir: /c,d\n", 6, 14,
+         "paths.cache_dir", "splits a mount on ':' and ','"),
     case("mount-target-taken", with_runtime("  kind: docker\n  mounts:\n"
                                             "    - {source: /a, target: /workspace/run}\n"),
          6, 28, "runtime.mounts[0].target", "is taken by the job's own mounts"),
