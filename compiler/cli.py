@@ -7,6 +7,7 @@ Exit codes: 0 success; 1 invalid input, drift found by --check, or shellcheck fi
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -62,6 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ObcError as error:
         print(f"obc: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (`obc compile --check --diff | head`): not an error of ours.
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_INVALID
 
 
 def _validate(args: argparse.Namespace) -> int:
