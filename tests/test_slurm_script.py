@@ -225,3 +225,28 @@ slurm: {requeue: true}
     (sandbox.state / "log.jsonl").unlink()
     run = sandbox.run(script, shell=shell, env=sandbox.env(SLURM_JOB_ID="42"))
     assert [s["argv"] for s in run.steps] == [["a"], ["b"], ["c"]]
+
+
+def test_containers_get_the_rendezvous_and_the_gpus_by_name(tmp_path, sandbox):
+    for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
+        (sandbox.bin / name).write_text(text)
+        (sandbox.bin / name).chmod(0o755)
+    script = write_script(tmp_path, compile_text(tmp_path, """\
+version: 1
+id: mc
+runtime: {kind: docker}
+steps: [{name: everywhere, run: [record]}]
+secrets: [HF_TOKEN]
+slurm: {nodes: 2, gpus_per_node: 4}
+"""))
+    env = sandbox.env(HF_TOKEN="t", CUDA_VISIBLE_DEVICES="0,1,2,3", **SLURM_ENV)
+    run = sandbox.run(script, env=env)
+    assert run.returncode == 0, run.stderr
+    names = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE",
+             "CUDA_VISIBLE_DEVICES", "HF_TOKEN")
+    assert [{name: r["container_env"].get(name) for name in names} for r in run.engine_runs] == [
+        dict(zip(names, ("node-a", "29500", "2", rank, "4", "0,1,2,3", "t"), strict=True))
+        for rank in ("0", "1")]
+    for engine_run in run.engine_runs:
+        argv = engine_run["argv"]
+        assert "HF_TOKEN=t" not in argv and argv[argv.index("NODE_RANK") - 1] == "-e"
