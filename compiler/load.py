@@ -169,29 +169,30 @@ def _screen_events(yaml: YAML, text: str) -> None:
     depth = documents = values = 0
     for event in yaml.parse(io.StringIO(text)):
         mark = Mark(event.start_mark.line + 1, event.start_mark.column + 1)
-        if isinstance(event, ev.ScalarEvent | ev.CollectionStartEvent):
-            values += 1
-            if values > MAX_VALUES:  # stop early: pure-Python YAML reads ~10,000 values a second
-                raise LoadError(mark, f"file holds more than {MAX_VALUES:,} values; a run file "
-                                "has a few hundred", "put large content in files:")
         if isinstance(event, ev.DocumentStartEvent):
             documents += 1
-            if documents > 1:
-                raise LoadError(mark, "file holds more than one YAML document",
-                                "a run file is one document: remove the second '---'")
-            if event.version not in (None, (1, 2)):
-                version = ".".join(map(str, event.version))
-                raise LoadError(mark, f"obc reads YAML 1.2, not YAML {version}",
-                                "remove the %YAML directive")
-        elif isinstance(event, ev.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise LoadError(mark, f"nesting is deeper than {MAX_DEPTH} levels")
-        elif isinstance(event, ev.CollectionEndEvent):
-            depth -= 1
+            _screen_document(event, documents, mark)
+        values += isinstance(event, ev.ScalarEvent | ev.CollectionStartEvent)
+        depth += isinstance(event, ev.CollectionStartEvent)
+        depth -= isinstance(event, ev.CollectionEndEvent)
+        if values > MAX_VALUES:  # stop early: pure-Python YAML reads ~10,000 values a second
+            raise LoadError(mark, f"file holds more than {MAX_VALUES:,} values; a run file has "
+                            "a few hundred", "put large content in files:")
+        if depth > MAX_DEPTH:
+            raise LoadError(mark, f"nesting is deeper than {MAX_DEPTH} levels")
         if getattr(event, "tag", None) is not None:
             raise LoadError(mark, f"YAML tag '{_shorthand(event.tag)}' is not allowed",
                             "remove the tag: obc reads plain YAML values only")
+
+
+def _screen_document(event: ev.DocumentStartEvent, number: int, mark: Mark) -> None:
+    if number > 1:
+        raise LoadError(mark, "file holds more than one YAML document",
+                        "a run file is one document: remove the second '---'")
+    if event.version not in (None, (1, 2)):
+        version = ".".join(map(str, event.version))
+        raise LoadError(mark, f"obc reads YAML 1.2, not YAML {version}",
+                        "remove the %YAML directive")
 
 
 def _shorthand(tag: str) -> str:
@@ -343,7 +344,8 @@ class _Builder:
                             None, path)
         if node.tag != _STR:
             raw = self._raw(node)
-            shown = f"{raw} as {node.tag.removeprefix(_YAML_TAG)}" if raw else "an empty key as null"
+            shown = f"{raw} as {node.tag.removeprefix(_YAML_TAG)}" if raw else \
+                "an empty key as null"
             raise LoadError(_mark(node), f"a mapping key must be a string; YAML reads {shown}",
                             f"quote it: \"{raw}\"", path)
         return _text(node, node.value, (*path, node.value))

@@ -143,26 +143,40 @@ def _alternatives(source: Source, error: ValidationError, hint: str | None) -> \
 
 
 def _simple_message(path: Path_, keyword: str, error: ValidationError) -> str:
-    instance, value = error.instance, error.validator_value
     if keyword == "enum":
-        if path == ("runtime", "kind") and instance in KINDS_NOT_SUPPORTED_YET:
-            return f"'{instance}' is not supported yet by this obc"
-        choices = ", ".join(str(v) for v in value)
-        suggestion = did_you_mean(instance, value) if isinstance(instance, str) else ""
-        return f"{show(instance)} is not one of {choices}{suggestion}"
+        return _enum_message(path, error.instance, error.validator_value)
     if keyword == "const" and path == ("version",):
-        if instance == str(value):
-            return f"the version is the number {value}, not the string {show(instance)}"
-        return f"unsupported version {show(instance)}; this obc reads version {value}"
-    if keyword == "pattern":
-        return f"{show(instance)}: {error.schema.get('patternErrorMessage', 'has a bad form')}"
-    if keyword in ("minItems", "minLength"):
-        return "must not be empty" if value == 1 else f"needs at least {value} items"
-    if keyword == "uniqueItems":
-        return "lists the same item twice"
-    if keyword == "minimum":
-        return f"must be at least {value}, got {show(instance)}"
-    return error.message
+        return _version_message(error.instance, error.validator_value)
+    return _MESSAGES.get(keyword, lambda error: error.message)(error)
+
+
+def _enum_message(path: Path_, instance: Any, choices: list) -> str:
+    if path == ("runtime", "kind") and instance in KINDS_NOT_SUPPORTED_YET:
+        return f"'{instance}' is not supported yet by this obc"
+    suggestion = did_you_mean(instance, choices) if isinstance(instance, str) else ""
+    return f"{show(instance)} is not one of {', '.join(map(str, choices))}{suggestion}"
+
+
+def _version_message(instance: Any, version: int) -> str:
+    if instance == str(version):
+        return f"the version is the number {version}, not the string {show(instance)}"
+    return f"unsupported version {show(instance)}; this obc reads version {version}"
+
+
+def _at_least(error: ValidationError) -> str:
+    return "must not be empty" if error.validator_value == 1 else \
+        f"needs at least {error.validator_value} items"
+
+
+_MESSAGES = {
+    "pattern": lambda error: f"{show(error.instance)}: "
+                             f"{error.schema.get('patternErrorMessage', 'has a bad form')}",
+    "minItems": _at_least,
+    "minLength": _at_least,
+    "uniqueItems": lambda error: "lists the same item twice",
+    "minimum": lambda error: f"must be at least {error.validator_value}, "
+                             f"got {show(error.instance)}",
+}
 
 
 _TYPE_NAMES = {"string": "a string", "integer": "an integer", "boolean": "true or false",

@@ -39,8 +39,9 @@ class Case:
     attachments: dict[str, str | bytes] = field(default_factory=dict)
 
 
-def case(name: str, text: str | bytes, line: int, column: int, field_: str, *words: str,
-         attachments: dict[str, str | bytes] | None = None):
+def case(name: str, text: str | bytes, line: int, column: int, field_: str,  # noqa: PLR0913
+         *words: str, attachments: dict[str, str | bytes] | None = None):
+    """One row of the corpus: the run file, where its problem is, and what the message says."""
     return pytest.param(Case(text, line, column, field_, words, attachments or {}), id=name)
 
 
