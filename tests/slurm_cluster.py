@@ -4,8 +4,9 @@ Two emulated nodes (two `slurmd -N`, one machine), each with eight fake GPUs: gr
 that are character devices with /dev/null's numbers, which is all Slurm needs to hand out
 CUDA_VISIBLE_DEVICES. Partitions `debug` (the default) and `gpu`, and nodes that claim 64
 CPUs and 512 GiB (`config_overrides`), so that `sbatch --test-only` takes the examples as
-a real GPU cluster would. Everything but munged lives in one temporary folder; the daemons
-are stopped at the end by their PIDs.
+a real GPU cluster would. The cluster has a munged of its own (its socket named by
+AuthInfo), so that test sessions side by side do not share one; the daemons are stopped at
+the end by their PIDs.
 
 Jobs are submitted with `sbatch --parsable` and followed with `scontrol show job -o` (`sbatch
 --wait` polls with a back-off of up to 10 s); nothing waits a fixed time.
@@ -18,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,6 @@ NODES = ("n1", "n2")
 GPUS_PER_NODE = 8
 FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
             "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
-MUNGE_SOCKET_DIR = Path("/run/munge")
 
 
 def missing_programs() -> list[str]:
@@ -58,7 +59,7 @@ def _free_ports(count: int) -> list[int]:
     raise RuntimeError("no free ports for the Slurm daemons")
 
 
-def _config(root: Path, ports: list[int]) -> str:
+def _config(root: Path, munge_socket: Path, ports: list[int]) -> str:
     controller, *nodes = ports
     return f"""\
 ClusterName=obctest
@@ -67,6 +68,7 @@ SlurmctldPort={controller}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket={munge_socket}
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/slurmctld.pid
@@ -119,7 +121,9 @@ class SlurmCluster:
         self.root = root
         self.conf = root / "etc" / "slurm.conf"
         self._pids: list[int] = []
-        self._munged: int | None = None
+        self._munged = 0
+        # munged runs as the munge user, who cannot enter pytest's private temporary folders.
+        self._munge_dir = Path(tempfile.mkdtemp(prefix="obc-munge-"))
 
     @property
     def env(self) -> dict[str, str]:
@@ -130,11 +134,12 @@ class SlurmCluster:
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         for i in range(GPUS_PER_NODE):
             os.mknod(self.root / "dev" / f"nvidia{i}", 0o666 | 0o020000, os.makedev(1, 3))
-        self.conf.write_text(_config(self.root, _free_ports(1 + len(NODES))))
+        self.conf.write_text(_config(self.root, self._munge_dir / "munge.socket",
+                                     _free_ports(1 + len(NODES))))
         (self.root / "etc" / "gres.conf").write_text(
             f"AutoDetect=off\nNodeName=n[1-{len(NODES)}] Name=gpu "
             f"File={self.root}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n")
-        self._start_munged()
+        self._munged = self._start_munged()
         env = {**os.environ, **self.env}
         self._pids.append(self._daemon(["slurmctld"], env, self.root / "slurmctld.pid"))
         for node in NODES:
@@ -144,14 +149,14 @@ class SlurmCluster:
 
     def stop(self) -> None:
         # `scontrol shutdown` stops slurmctld and every slurmd; then wait for their PIDs
-        # (slurmctld removes its pid file before it has exited).
+        # (slurmctld removes its pid file before it has exited), and stop munged last.
         subprocess.run(["scontrol", "shutdown"], env={**os.environ, **self.env},
                        capture_output=True, check=False, timeout=30)
         for pid in self._pids:
             self._end(pid)
-        if self._munged is not None:
-            os.kill(self._munged, signal.SIGTERM)
-            self._end(self._munged)
+        os.kill(self._munged, signal.SIGTERM)
+        self._end(self._munged)
+        shutil.rmtree(self._munge_dir, ignore_errors=True)
 
     def submit(self, script: Path, *options: str, cwd: Path, env: dict[str, str]) -> str:
         """sbatch the script from `cwd` with exactly `env` (plus SLURM_CONF); return its id."""
@@ -182,18 +187,18 @@ class SlurmCluster:
         result = self.run("sinfo", "-h", "-N", "-o", "%N %t")
         return sum(1 for line in set(result.stdout.splitlines()) if line.endswith(" idle"))
 
-    def _start_munged(self) -> None:
-        if subprocess.run("munge -n | unmunge", shell=True, capture_output=True,
-                          check=False).returncode == 0:
-            return  # already running: leave it to whoever started it
-        MUNGE_SOCKET_DIR.mkdir(exist_ok=True)
-        shutil.chown(MUNGE_SOCKET_DIR, "munge", "munge")
-        # munged refuses to run as root (its log would be owned by another user).
-        subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True,
-                       timeout=30)
-        pid_file = MUNGE_SOCKET_DIR / "munged.pid"
-        self.wait_for(pid_file.exists, 30, "munged")
-        self._munged = int(pid_file.read_text())
+    def _start_munged(self) -> int:
+        folder = self._munge_dir
+        folder.chmod(0o755)
+        shutil.chown(folder, "munge", "munge")
+        # munged refuses to run as root (its files would be owned by another user).
+        subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged",
+                        f"--socket={folder}/munge.socket", f"--pid-file={folder}/munged.pid",
+                        f"--log-file={folder}/munged.log", f"--seed-file={folder}/munged.seed"],
+                       check=True, timeout=30)
+        pid_file = folder / "munged.pid"
+        self.wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 30, "munged")
+        return int(pid_file.read_text())
 
     def _daemon(self, argv: list[str], env: dict[str, str], pid_file: Path) -> int:
         subprocess.run(argv, env=env, check=True, timeout=30, capture_output=True)
