@@ -99,7 +99,8 @@ def _explain(source: Source, error: ValidationError) -> Iterator[Explanation]:
         return  # "must not be empty" says it
     elif keyword == "type":
         yield path, False, f"expected {_types(error.validator_value)}, got {describe(instance)}", \
-            _quote_hint(source, path, error.validator_value) or hint
+            _quote_hint(source, path, error.validator_value) or _boolean_hint(instance, error) \
+            or hint
     else:
         yield path, False, _simple_message(path, keyword, error), hint
 
@@ -199,6 +200,14 @@ def _quote_hint(source: Source, path: Path_, expected: Any) -> str | None:
     if not raw:
         return f'an empty value is null in YAML; for an empty string write {lead}""'
     return f'YAML reads {raw} as {describe(_typed(source, path))}; quote it: {lead}"{raw}"'
+
+
+def _boolean_hint(instance: Any, error: ValidationError) -> str | None:
+    """YAML 1.1 read yes, no, on and off as booleans; YAML 1.2, and so obc, reads them as text."""
+    if error.validator_value == "boolean" and isinstance(instance, str) and \
+            instance.lower() in ("yes", "no", "on", "off", "y", "n"):
+        return f"YAML 1.2 reads {instance} as text; write true or false"
+    return None
 
 
 def _typed(source: Source, path: Path_) -> Any:

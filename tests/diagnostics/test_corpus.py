@@ -267,8 +267,8 @@ SCHEMA = [
          5, 3, "trainer.axolotll", "did you mean 'axolotl'?"),
     case("preprocess-not-boolean",
          "version: 1\nid: r\nruntime: {kind: docker}\ntrainer:\n"
-         "  axolotl: {config: {}, preprocess: 'yes'}\n", 5, 37, "trainer.axolotl.preprocess",
-         "expected true or false"),
+         "  axolotl: {config: {}, preprocess: yes}\n", 5, 37, "trainer.axolotl.preprocess",
+         "expected true or false, got the string 'yes'", "YAML 1.2 reads yes as text"),
     case("files-source-number", BASE + "files:\n  a.py: 1\n", 6, 9, 'files["a.py"]',
          "expected a string, got the number 1"),
     case("files-source-empty", BASE + "files:\n  a.py: ''\n", 6, 9, 'files["a.py"]',
