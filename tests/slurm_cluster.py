@@ -115,13 +115,14 @@ class Job:
 
 
 class SlurmCluster:
-    """Start with `start()`, stop with `stop()`; `env` is what every Slurm client needs."""
+    """Start with `start()`, stop with `stop()` (also after a start that failed half way);
+    `env` is what every Slurm client needs."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.conf = root / "etc" / "slurm.conf"
         self._pids: list[int] = []
-        self._munged = 0
+        self._munged: int | None = None
         # munged runs as the munge user, who cannot enter pytest's private temporary folders.
         self._munge_dir = Path(tempfile.mkdtemp(prefix="obc-munge-"))
 
@@ -154,8 +155,9 @@ class SlurmCluster:
                        capture_output=True, check=False, timeout=30)
         for pid in self._pids:
             self._end(pid)
-        os.kill(self._munged, signal.SIGTERM)
-        self._end(self._munged)
+        if self._munged is not None:
+            os.kill(self._munged, signal.SIGTERM)
+            self._end(self._munged)
         shutil.rmtree(self._munge_dir, ignore_errors=True)
 
     def submit(self, script: Path, *options: str, cwd: Path, env: dict[str, str]) -> str:

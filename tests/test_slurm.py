@@ -24,9 +24,11 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
     missing = missing_programs()
     assert not missing, f"tests/run installs Slurm; missing here: {', '.join(missing)}"
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    cluster.start()
-    yield cluster
-    cluster.stop()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def submit(slurm: SlurmCluster, sandbox: Sandbox, tmp_path: Path, text: str, **env: str):
