@@ -186,3 +186,38 @@ def test_yaml_string_round_trips():
     for value in ["", "a\"b\\c", "\x1b\r\n\t\x85\u2028\ufeff\uffff", "\U0001F600 日本"]:
         assert YAML(typ="safe").load(f"k: {yaml_string(value)}")["k"] == value
     assert json.loads(json.dumps(value)) == value
+
+
+# --- rerunning after a failure ---------------------------------------------------------
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_from_and_only_rerun_part_of_a_job_after_a_failure(tmp_path, sandbox, shell):
+    script = write_script(tmp_path, compile_text(tmp_path, """\
+version: 1
+id: rerun
+runtime: {kind: native}
+steps:
+  - {name: train, run: [record, train]}
+  - {name: merge, run: [record, merge, --exit, "5"]}
+  - {name: report, run: [record, report]}
+"""))
+
+    def steps_run(*args: str) -> tuple[int, list[str], list[str]]:
+        before = len(sandbox.records())
+        run = sandbox.run(script, *args, shell=shell)
+        return (run.returncode, [s["argv"][0] for s in run.steps[before:]],
+                [line for line in run.stderr.splitlines() if "skipped" in line])
+
+    assert steps_run() == (5, ["train", "merge"], [])
+    assert steps_run("--from", "merge") == (5, ["merge"], ["obc: step 1/3 train: skipped"])
+    assert steps_run("--only", "report") == (0, ["report"], [
+        "obc: step 1/3 train: skipped", "obc: step 2/3 merge: skipped"])
+    assert steps_run("--from", "report") == (0, ["report"], [
+        "obc: step 1/3 train: skipped", "obc: step 2/3 merge: skipped"])
+    helped = sandbox.run(script, "--help", shell=shell)
+    assert "1. train: record train" in helped.stdout
+    assert "3. report: record report" in helped.stdout
+    assert "[--from STEP] [--only STEP]" in helped.stdout
+    wrong = sandbox.run(script, "--only", "nope", shell=shell)
+    assert wrong.returncode == 2
+    assert "no step named nope (steps: train merge report)" in wrong.stderr

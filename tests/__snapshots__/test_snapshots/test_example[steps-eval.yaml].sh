@@ -24,6 +24,11 @@
 # that a job id or step name such as `wait` is also a command's name (SC2209).
 # shellcheck disable=SC2016,SC2088,SC1003,SC2209
 set -u
+# What the job inherits must not change how it runs: default field splitting, no CDPATH
+# for `cd`, and a umask that lets the job's owner use what it creates (its group and other
+# bits are kept, so 0077 keeps the run private; 0777 would make the run dir unusable).
+unset IFS CDPATH
+umask u=rwx
 
 OBC_JOB=steps-eval
 OBC_STEPS='eval report'
@@ -183,7 +188,7 @@ obc_on_signal() {
     obc_stop_step
     wait "$OBC_CHILD" 2>/dev/null
   fi
-  exit $((128 + $2))
+  exit "$((128 + $2))"
 }
 
 # --- options ---------------------------------------------------------------------------
