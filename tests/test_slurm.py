@@ -260,3 +260,21 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_the_time_limit_signal_reaches_the_trap(slurm, sandbox, tmp_path):
+    # A lead time as long as the limit: Slurm sends the signal at its first check.
+    job_id = submit(slurm, sandbox, tmp_path, """\
+version: 1
+id: timed
+runtime: {kind: native}
+steps: [{name: long, run: [record, --sleep, "300"]}]
+slurm: {time: 1, signal: "B:TERM@60"}
+""")
+    job = slurm.wait(job_id, timeout=120)
+    log = output(tmp_path, "timed", job_id)
+    assert job.exit_code == 128 + 15, log
+    assert "obc: TERM received, stopping" in log
+    # (Slurm's first check may come before the step has started.)
+    for record in sandbox.records():
+        slurm.wait_for(lambda pid=record["pid"]: not _running(pid), 30, "the step to end")
