@@ -119,7 +119,7 @@ id: multi
 runtime: {{kind: native, venv: {venv}}}
 trainer:
   axolotl: {{config: {{base_model: x}}, preprocess: true, merge: true}}
-slurm: {{nodes: 2, gpus_per_node: 2, requeue: true}}
+slurm: {{nodes: 2, gpus_per_node: 2, cpus_per_task: 2, requeue: true}}
 """)
     job = slurm.wait(job_id)
     assert (job.state, job.exit_code) == ("COMPLETED", 0), output(tmp_path, "multi", job_id)

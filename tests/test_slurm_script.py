@@ -178,7 +178,8 @@ def test_under_slurm_training_runs_on_every_node_and_the_rest_once(tmp_path, san
         (sandbox.bin / name).chmod(0o755)
     script = write_script(tmp_path, compile_text(
         tmp_path, MULTI_NODE + "slurm: {nodes: 2, gpus_per_node: 8}\n"))
-    run = sandbox.run(script, shell=shell, env=sandbox.env(HF_TOKEN="t", **SLURM_ENV))
+    run = sandbox.run(script, shell=shell, env=sandbox.env(HF_TOKEN="t", **SLURM_ENV,
+                                                           SLURM_CPUS_PER_TASK="16"))
     assert run.returncode == 0, run.stderr
     torchrun = ["--launcher", "torchrun", "--", "--nnodes", "2", "--nproc_per_node", "8",
                 "--rdzv_backend", "c10d", "--rdzv_endpoint", "node-a:29500", "--rdzv_id", "42"]
@@ -193,8 +194,8 @@ def test_under_slurm_training_runs_on_every_node_and_the_rest_once(tmp_path, san
         assert (step["env"]["NNODES"], step["env"]["GPUS_PER_NODE"]) == ("2", "8")
         assert step["env"]["HF_TOKEN"] == "t"
     assert (sandbox.state / "srun-options").read_text().split() == [
-        "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-        "--export=ALL"]
+        "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=16",
+        "--kill-on-bad-exit=1", "--export=ALL"]
     assert "t\n" not in run.stderr and "HF_TOKEN=" not in run.stderr
 
 

@@ -207,6 +207,7 @@ obc_start() {
         --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$SLURM_JOB_ID"
     fi
     set -- srun --nodes="$NNODES" --ntasks="$NNODES" --ntasks-per-node=1 \
+      ${SLURM_CPUS_PER_TASK:+"--cpus-per-task=$SLURM_CPUS_PER_TASK"} \
       --kill-on-bad-exit=1 --export=ALL \
       /bin/sh -c 'NODE_RANK=$SLURM_NODEID; export NODE_RANK; exec "$@"' sh "$@"
     printf 'obc: on every node: %s\n' "$(obc_print_command "$@")" >&2
