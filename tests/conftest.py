@@ -195,8 +195,8 @@ def start_script(script: Path, *args: str, shell: str, env: dict[str, str]) -> s
     return subprocess.Popen([*SHELLS[shell], str(script), *args], env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=default_signals)
+                            preexec_fn=default_signals)  # noqa: PLW1509 (no threads here)
 
 
 # The real engines of tests/engines.py, as fixtures for every test module.
-from tests.engines import docker, podman, test_image_tar  # noqa: E402,F401
+from tests.engines import cleanup, docker, podman, test_image_tar  # noqa: E402,F401

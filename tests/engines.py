@@ -174,6 +174,15 @@ def docker(tmp_path_factory: pytest.TempPathFactory,
             daemon.wait()
 
 
+@pytest.fixture
+def cleanup() -> Iterator[list[tuple[Engine, str]]]:
+    """(engine, container name) pairs to remove after the test, whatever happened in it."""
+    names: list[tuple[Engine, str]] = []
+    yield names
+    for engine, name in names:
+        engine("rm", "-f", name, check=False)
+
+
 @dataclass(frozen=True)
 class Record:
     """What one run of the stub trainer inside a container saw."""

@@ -6,6 +6,7 @@ records what it got into the run dir (see tests/engines.py).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -46,15 +47,6 @@ def engine_env(sandbox, engine: Engine, **extra: str) -> dict[str, str]:
 @pytest.fixture(params=["podman", "docker"])
 def engine(request) -> Engine:
     return request.getfixturevalue(request.param)
-
-
-@pytest.fixture
-def cleanup(request):
-    """Names of containers to remove after the test, whatever happened in it."""
-    names: list[tuple[Engine, str]] = []
-    yield names
-    for engine, name in names:
-        engine("rm", "-f", name, check=False)
 
 
 def test_steps_run_in_the_container_and_a_failure_stops_the_job(tmp_path, sandbox, engine,
@@ -140,8 +132,6 @@ def all_argv() -> dict[int, bytes]:
     found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:
+            with contextlib.suppress(OSError):  # ended meanwhile
                 found[int(entry.name)] = (entry / "cmdline").read_bytes()
-            except OSError:  # ended meanwhile
-                pass
     return found

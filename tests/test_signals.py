@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import SHELLS, compile_text, start_script, write_script
 from tests.engines import trainer_records, wait_until
-from tests.test_engines import cleanup, engine_env, job_id, run_file  # noqa: F401
+from tests.test_engines import engine_env, job_id, run_file
 
 SIGNALS = [("TERM", signal.SIGTERM), ("INT", signal.SIGINT), ("HUP", signal.SIGHUP)]
 TWO_STEPS = """\
