@@ -8,6 +8,7 @@ test waits until the step has recorded that it runs before it sends the signal.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -115,3 +116,36 @@ def stop_container_step(tmp_path, sandbox, engine, cleanup, shell, name, number)
     assert stderr.splitlines()[-1] == f"obc: {name} received, stopping"
     assert not engine.container_exists(container)
     assert len(trainer_records(run_dir)) == 1  # the next step never started
+
+
+# A stand-in for an engine client that has not created the container yet (still pulling
+# the image, say): `run` says it started, then waits; everything else is the real engine.
+PULLING_CLIENT = """\
+#!/bin/sh
+if [ "$1" = run ]; then
+  : > "$OBC_TEST_STARTED"
+  sleep 300 &
+  wait "$!"
+fi
+exec {engine} "$@"
+"""
+
+
+def test_a_signal_before_the_container_exists_stops_the_client(tmp_path, sandbox, podman,
+                                                               cleanup):
+    job = job_id()
+    cleanup.append((podman, f"overbrainer-{job}"))
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "podman").write_text(PULLING_CLIENT.format(engine=shutil.which("podman")))
+    (shim / "podman").chmod(0o755)
+    text = compile_text(tmp_path, run_file(podman, job, tmp_path, TWO_STEPS))
+    env = engine_env(sandbox, podman, OBC_TEST_STARTED=str(tmp_path / "started"))
+    env["PATH"] = f"{shim}:{env['PATH']}"
+    script = start_script(write_script(tmp_path, text), shell="dash", env=env)
+    wait_until((tmp_path / "started").exists, "the engine client to start")
+    _, stderr = stop_with(script, signal.SIGTERM)
+    assert script.returncode == 143, stderr
+    assert stderr.splitlines()[-1] == "obc: TERM received, stopping"
+    assert not podman.container_exists(f"overbrainer-{job}")
+    assert trainer_records(tmp_path / "run dir") == []

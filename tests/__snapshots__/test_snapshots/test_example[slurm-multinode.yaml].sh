@@ -228,11 +228,12 @@ obc_step_command() {
     "$@"
 }
 
-# Ends the step's process group: the program and everything it started.
+# Ends the step's process group, the program and everything it started, and waits for it.
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
   env kill -s TERM -- "-$OBC_CHILD" 2>/dev/null
+  wait "$OBC_CHILD" 2>/dev/null
 }
 
 # --- Slurm -----------------------------------------------------------------------------
@@ -297,7 +298,6 @@ obc_on_signal() {
   printf 'obc: %s received, stopping\n' "$1" >&2
   if [ -n "$OBC_CHILD" ]; then
     obc_stop_step
-    wait "$OBC_CHILD" 2>/dev/null
   fi
   exit "$((128 + $2))"
 }

@@ -186,13 +186,18 @@ obc_step_command() {
     axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b "$@"
 }
 
-# Stops the step's container: the engine sends TERM, then KILL after its timeout, and its
-# client, which removes the container, then ends by itself. With no container to stop
-# (the client is still starting it), the client is stopped instead.
+# Stops the step's container (`stop`: TERM, then KILL after the engine's timeout) and
+# removes it, also when it was created but not started (`stop` leaves that alone, and the
+# client would go on to start it); the client then ends by itself. With no container yet
+# (the client is still pulling the image), the client is stopped instead, and whatever it
+# created meanwhile is removed once it has ended.
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   podman stop overbrainer-podman-gpus >/dev/null 2>&1 ||
     env kill -s TERM -- "-$OBC_CHILD" 2>/dev/null
+  podman rm -f overbrainer-podman-gpus >/dev/null 2>&1
+  wait "$OBC_CHILD" 2>/dev/null
+  podman rm -f overbrainer-podman-gpus >/dev/null 2>&1
 }
 
 # A scheduler's TERM (Slurm at its time limit, scancel), ^C or a lost terminal: stop the
@@ -204,7 +209,6 @@ obc_on_signal() {
   printf 'obc: %s received, stopping\n' "$1" >&2
   if [ -n "$OBC_CHILD" ]; then
     obc_stop_step
-    wait "$OBC_CHILD" 2>/dev/null
   fi
   exit "$((128 + $2))"
 }
