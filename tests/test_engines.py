@@ -17,7 +17,8 @@ import pytest
 from tests.conftest import compile_text, start_script, write_script
 from tests.engines import FAKE_GPU_ENV, Engine, trainer_records, wait_until
 
-CANARY = "hf_CANARY_5f0c1b2e'\"$(touch PWNED)`id` \\n"
+CANARY_MARK = "hf_CANARY_5f0c1b2e"  # unlike anything another process on the machine has
+CANARY = CANARY_MARK + "'\"$(touch PWNED)`id` \\n"
 _ids = itertools.count()
 
 
@@ -118,13 +119,14 @@ secrets: [HF_TOKEN]
         wait_until(lambda: len(trainer_records(tmp_path / "run dir")) == 1, "the step to start")
         (record,) = trainer_records(tmp_path / "run dir")
         assert record.env["HF_TOKEN"] == CANARY
-        argv_with_canary = [pid for pid, argv in all_argv().items() if b"CANARY" in argv]
-        assert argv_with_canary == []
+        argvs = all_argv()
+        assert any(f"overbrainer-{job}".encode() in argv for argv in argvs.values())  # client
+        assert [pid for pid, argv in argvs.items() if CANARY_MARK.encode() in argv] == []
     finally:
         script.terminate()
         stdout, stderr = script.communicate(timeout=60)
     assert script.returncode == 143
-    assert "CANARY" not in stdout + stderr
+    assert CANARY_MARK not in stdout + stderr
 
 
 def all_argv() -> dict[int, bytes]:
