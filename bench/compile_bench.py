@@ -1,9 +1,9 @@
 """Benchmark: compile one run file, and a folder of 1,000 generated run files.
 
-    python bench/compile_bench.py [--runs 1000]
+    python bench/compile_bench.py [--runs 1000] [--repeat 3]
 
-Each figure is the wall time of a fresh `obc compile` process (what a user or CI waits for),
-the median of three. The 1,000 files are variations of the examples, each with its own id.
+Each figure is the wall time of a fresh `obc` process (what a user or CI waits for), the
+median of --repeat runs. The 1,000 files are variations of the examples, each with its own id.
 """
 
 from __future__ import annotations
@@ -52,21 +52,23 @@ def timed(args: list[str], cwd: Path) -> float:
     return time.perf_counter() - start
 
 
-def median_of_three(args: list[str], cwd: Path) -> float:
-    return statistics.median(timed(args, cwd) for _ in range(3))
+def median(args: list[str], cwd: Path, repeat: int) -> float:
+    return statistics.median(timed(args, cwd) for _ in range(repeat))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1000)
-    count = parser.parse_args().runs
+    parser.add_argument("--repeat", type=int, default=3)
+    options = parser.parse_args()
+    count, repeat = options.runs, options.repeat
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "runs").mkdir()
         make_runs(root / "runs", count)
-        one = median_of_three(["compile", "runs/run-0000.yaml", "-o", "out1"], root)
-        validate = median_of_three(["validate", "runs"], root)
-        many = median_of_three(["compile", "runs", "-o", "out"], root)
+        one = median(["compile", "runs/run-0000.yaml", "-o", "out1"], root, repeat)
+        validate = median(["validate", "runs"], root, repeat)
+        many = median(["compile", "runs", "-o", "out"], root, repeat)
     print(f"compile 1 run file:            {one * 1000:8.0f} ms")
     print(f"validate {count} run files:      {validate * 1000:8.0f} ms "
           f"({validate / count * 1000:.1f} ms each)")
