@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 
 from . import shell, slurm
+from .diagnostics import ObcError
 from .model import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR, Job, lookup
 from .resources import data_dir
 from .shell import ShellText
@@ -54,6 +55,10 @@ def _comment(lines: list[str]) -> ShellText:
 def _heredoc(body: str) -> ShellText:
     """`body` as a quoted here-document: `<<'DELIM'`, the lines, `DELIM` (nothing expands)."""
     delimiter = shell.heredoc_delimiter(body)
+    if delimiter is None:
+        raise ObcError("a file or description has lines that start like every here-document "
+                       "delimiter obc can choose, each followed by a non-ASCII character; "
+                       "dash would corrupt it, so it cannot be embedded")
     text = body if body.endswith("\n") else body + "\n"
     return ShellText(f"<<'{delimiter}'\n{text}{delimiter}")
 

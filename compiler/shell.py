@@ -7,6 +7,7 @@ accept without quoting again (see render.py).
 
 from __future__ import annotations
 
+import os
 import re
 
 # Words made only of these characters mean the same quoted or not, in every shell we target.
@@ -55,11 +56,29 @@ def shell_path(path: str) -> ShellText:
     return quote(path)
 
 
-def heredoc_delimiter(body: str, base: str = "OBC_EOF") -> str:
-    """Return a here-document delimiter that no line of `body` equals."""
-    lines = set(body.split("\n"))
-    delimiter, n = base, 0
-    while delimiter in lines:
-        n += 1
-        delimiter = f"{base}_{n}"
-    return delimiter
+def heredoc_delimiter(body: str) -> str | None:
+    """Return a here-document delimiter that every shell reads `body` under intact, or None
+    when none of obc's candidates can (a body built to defeat all of them)."""
+    lines = body.split("\n")
+    for start in _DELIMITER_STARTS:
+        delimiter = start + "OBC_EOF"
+        if all(_reads_intact(line, delimiter) for line in lines):
+            return delimiter
+    return None
+
+
+# Tried in turn as a delimiter's first character, after the plain "OBC_EOF".
+_DELIMITER_STARTS = ("", *"ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba9876543210")
+
+
+def _reads_intact(line: str, delimiter: str) -> bool:
+    """Whether a body line survives a here-document with this delimiter, in every shell.
+
+    A line equal to the delimiter would end the document. And dash 0.5.12 drops a byte of a
+    line that begins like the delimiter and goes on with a non-ASCII character ("OBé" with
+    OBC_EOF comes out as "OB\xa9").
+    """
+    if line == delimiter:
+        return False
+    common = len(os.path.commonprefix([line, delimiter]))
+    return common in (0, len(line)) or line[common].isascii()

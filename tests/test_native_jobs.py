@@ -118,7 +118,7 @@ steps: [{name: s, run: [record]}]
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_files_are_written_exactly_into_the_run_dir(tmp_path, sandbox, shell):
-    contents = {"plain.txt": "a\nb\n", "no-newline.txt": "last line", "empty.txt": "",
+    contents = {"plain.txt": "a\nb\n", "no-newline.txt": "last line, then é", "empty.txt": "",
                 "tricky/deep.txt": "OBC_EOF\n$HOME `x` 'q' \\\n\ttab\r\n\n\n"}
     for i, content in enumerate(contents.values()):
         (tmp_path / f"src{i}").write_bytes(content.encode())

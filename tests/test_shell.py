@@ -30,5 +30,15 @@ def test_home_relative_paths_expand_where_the_job_runs():
 
 def test_a_heredoc_delimiter_never_equals_a_line_of_the_body():
     assert heredoc_delimiter("a\nb\n") == "OBC_EOF"
-    assert heredoc_delimiter("OBC_EOF\nOBC_EOF_1\n") == "OBC_EOF_2"
+    assert heredoc_delimiter("OBC_EOF\nZOBC_EOF\n") == "YOBC_EOF"
+    assert heredoc_delimiter("".join(f"{c}é\n" for c in "OZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqp"
+                                     "onmlkjihgfedcba9876543210")) is None
     assert heredoc_delimiter("  OBC_EOF\n") == "OBC_EOF"
+
+
+def test_a_heredoc_delimiter_avoids_the_dash_multibyte_bug():
+    # dash 0.5.12 drops a byte of a line that starts like the delimiter and goes on with a
+    # non-ASCII character; lines that only share ASCII with it are fine.
+    assert heredoc_delimiter("Oé\n") == "ZOBC_EOF"
+    assert heredoc_delimiter("OBC\nOBC_x\né\n") == "OBC_EOF"
+    assert heredoc_delimiter("Oé\nZé\n") == "YOBC_EOF"

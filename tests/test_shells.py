@@ -134,6 +134,7 @@ JOBS = st.fixed_dictionaries({
     "args": st.lists(TEXT, max_size=4),
     "env": st.dictionaries(NAMES, TEXT, max_size=3),
     "run_dir": st.lists(SEGMENT, min_size=1, max_size=2),
+    "cache_dir": st.lists(SEGMENT, min_size=1, max_size=2),
     "file_name": SEGMENT,
     # An embedded file is copied as it is, control characters included.
     "file_content": st.text(st.characters(exclude_categories=("Cs",),
@@ -146,10 +147,8 @@ JOBS = st.fixed_dictionaries({
 @given(job=JOBS)
 def test_arbitrary_text_reaches_the_steps_byte_for_byte_in_every_shell(job, tmp_path_factory):
     root = tmp_path_factory.mktemp("prop")
-    base = root / "runs"
-    run_dir = base.joinpath(*job["run_dir"])
-    if job["kind"] == "docker" and re.search("[:,]", str(run_dir)):
-        run_dir = base / "no-colon"  # docker splits -v on ':' and ','; preflight refuses it
+    run_dir = generated_dir(root / "runs", job["run_dir"], job["kind"])
+    cache_dir = generated_dir(root / "caches", job["cache_dir"], job["kind"])
     (root / "content").write_bytes(job["file_content"].encode())
     env = ", ".join(f"{name}: {yaml_string(value)}" for name, value in job["env"].items())
     text = compile_text(root, f"""\
@@ -157,7 +156,7 @@ version: 1
 id: prop
 description: {yaml_string(job["description"])}
 runtime: {{kind: {job["kind"]}}}
-paths: {{run_dir: {yaml_string(str(run_dir))}, cache_dir: {root / "cache"}}}
+paths: {{run_dir: {yaml_string(str(run_dir))}, cache_dir: {yaml_string(str(cache_dir))}}}
 steps: [{{name: s, run: [record, {", ".join(yaml_string(a) for a in job["args"])}]}}]
 files: {{{yaml_string(job["file_name"])}: content}}
 env: {{{env}}}
@@ -167,7 +166,8 @@ env: {{{env}}}
     expected_help = "\n".join(help_lines(compiled.job)) + "\n"
     for shell in SHELLS:
         box = example_sandbox(root / shell)
-        shutil.rmtree(base, ignore_errors=True)
+        for folder in (root / "runs", root / "caches"):
+            shutil.rmtree(folder, ignore_errors=True)
         run = box.run(script, shell=shell, env=login_env(box))
         assert run.returncode == 0, (shell, run.stderr)
         (step,) = run.steps
@@ -175,10 +175,22 @@ env: {{{env}}}
         assert {k: step["env"].get(k) for k in job["env"]} == job["env"], shell
         assert (run_dir / job["file_name"]).read_bytes() == job["file_content"].encode(), shell
         assert sorted(p.name for p in run_dir.iterdir()) == [job["file_name"]], shell
+        assert step["cwd"] == str(run_dir) and cache_dir.is_dir(), shell
         if job["kind"] == "native":
-            assert step["cwd"] == str(run_dir), shell
+            assert step["env"]["HF_HOME"] == str(cache_dir), shell
+        else:
+            (engine,) = run.engine_runs
+            assert f"{run_dir}:/workspace/run" in engine["argv"], shell
+            assert f"{cache_dir}:/workspace/hf-cache" in engine["argv"], shell
         helped = box.run(script, "--help", shell=shell)
         assert (helped.returncode, helped.stdout) == (0, expected_help), shell
+
+
+def generated_dir(parent: Path, segments: list[str], kind: str) -> Path:
+    path = parent.joinpath(*segments)
+    if kind == "docker" and re.search("[:,]", str(path)):
+        return parent / "no-colon"  # docker splits -v on ':' and ','; preflight refuses them
+    return path
 
 
 def test_yaml_string_round_trips():

@@ -121,7 +121,9 @@ obc_write_file() {
 
 obc_write_body() {
   if [ "$#" -gt 1 ]; then
-    OBC_BODY=$(cat && printf .) && printf '%s' "${OBC_BODY%?.}"
+    # The body does not end in a newline, so the here-document added exactly one: just
+    # what $(...) strips.
+    printf '%s' "$(cat)"
   else
     cat
   fi
