@@ -22,10 +22,11 @@ _PLAIN_WORD = re.compile("[" + re.escape(PLAIN_CHARS) + "]+")
 
 # Reserved words of POSIX sh and of the shells we run under (bash, zsh, ksh93, mksh): one of
 # these as a command's first word would be parsed as syntax, so it is always quoted.
-RESERVED_WORDS = frozenset(
-    "case do done elif else esac fi for function if in select then time until while "
-    "coproc foreach repeat end nocorrect noglob".split()
-)
+RESERVED_WORDS = frozenset((
+    "case", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in",
+    "select", "then", "time", "until", "while", "coproc", "foreach", "repeat", "end",
+    "nocorrect", "noglob",
+))
 
 
 class ShellText(str):

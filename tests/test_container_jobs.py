@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
@@ -115,13 +116,12 @@ env:
     assert argv[argv.index("--shm-size") + 1] == "8g"
     assert f"{sandbox.home}/data dir/it's:/data:ro" in argv
     assert argv[-len(HOSTILE) - 2:-len(HOSTILE) - 1] == ["ghcr.io/x/y:1"]
-    assert ["--label=a b", "--network=none"] == argv[-len(HOSTILE) - 4:-len(HOSTILE) - 2]
+    assert argv[-len(HOSTILE) - 4:-len(HOSTILE) - 2] == ["--label=a b", "--network=none"]
     assert not (tmp_path / "PWNED").exists() and not (sandbox.home / "PWNED").exists()
 
 
 def json_quote(value: str) -> str:
     """A YAML double-quoted scalar for `value` (JSON strings are YAML)."""
-    import json
     return json.dumps(value, ensure_ascii=False)
 
 

@@ -16,7 +16,8 @@ from compiler.resources import run_schema
 from tests.conftest import REPO
 
 README = REPO / "README.md"
-BEGIN = "<!-- run-file reference: generated from schemas/run.schema.json by tests/test_readme.py -->"
+BEGIN = ("<!-- run-file reference: generated from schemas/run.schema.json by "
+         "tests/test_readme.py -->")
 END = "<!-- end of run-file reference -->"
 
 
@@ -45,8 +46,8 @@ def _type(schema: dict[str, Any]) -> str:
 
 
 def _rows(properties: dict[str, Any], prefix: str) -> Iterator[str]:
-    for key, schema in properties.items():
-        schema = _resolve(schema)
+    for key, written in properties.items():
+        schema = _resolve(written)
         name = prefix + key
         default = f"`{json.dumps(schema['default'])}`" if "default" in schema else ""
         description = schema.get("description", "").replace("|", "\\|")

@@ -7,7 +7,7 @@ import shlex
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from compiler.shell import heredoc_delimiter, join_words, quote, shell_path
+from compiler.shell import heredoc_delimiter, join_words, shell_path
 
 TEXT = st.text(st.characters(exclude_characters="\0"))
 
