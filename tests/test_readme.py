@@ -84,3 +84,14 @@ if __name__ == "__main__":
     new, count = re.subn(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: reference(),
                          text, flags=re.S)
     README.write_text(new if count else text + "\n" + reference() + "\n", encoding="utf-8")
+
+
+def test_the_readme_quotes_the_generated_scripts_as_they_are():
+    text = README.read_text(encoding="utf-8")
+    quoted = text.split("The container version of a step (from `out/docker-qlora/job.sh`):")[1]
+    snippet = quoted.split("```sh\n", 1)[1].split("```", 1)[0]
+    script = (REPO / "out/docker-qlora/job.sh").read_text(encoding="utf-8")
+    assert [line for line in snippet.splitlines() if line not in script] == []
+    steps = text.split("6. **Steps**, one line each:")[1].split("```sh\n", 1)[1].split("```")[0]
+    eval_script = (REPO / "out/steps-eval/job.sh").read_text(encoding="utf-8")
+    assert [line for line in steps.splitlines() if line not in eval_script] == []
