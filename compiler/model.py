@@ -67,10 +67,6 @@ class Container:
     mounts: tuple[Mount, ...]
     extra_args: tuple[str, ...]
 
-    @property
-    def kind(self) -> str:
-        return self.engine
-
 
 @dataclass(frozen=True, slots=True)
 class Native:
@@ -78,10 +74,6 @@ class Native:
 
     venv: str | None
     env_file: str | None
-
-    @property
-    def kind(self) -> str:
-        return "native"
 
     def program(self, name: str) -> str:
         """Return where a step's program is: in the venv unless the name is a path."""

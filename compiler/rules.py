@@ -12,7 +12,7 @@ from typing import Any
 
 from .diagnostics import show
 from .load import Path_
-from .model import RENDEZVOUS_NAMES
+from .model import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR, RENDEZVOUS_NAMES
 
 # Linux refuses one argument or environment string of 32 pages (MAX_ARG_STRLEN) at exec.
 MAX_ARG_BYTES = 131_071
@@ -20,8 +20,6 @@ MAX_ARG_BYTES = 131_071
 CONTAINER_KINDS = ("docker", "podman")
 CONTAINER_ONLY = ("image", "shm_size", "mounts", "extra_args")
 NATIVE_ONLY = ("venv", "env_file")
-CONTAINER_RUN_DIR = "/workspace/run"
-CONTAINER_CACHE_DIR = "/workspace/hf-cache"
 AXOLOTL_CONFIG_NAME = "axolotl.yaml"
 
 # Names that would change how the job's own shell, or the shells its steps start, behave.

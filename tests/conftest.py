@@ -123,16 +123,22 @@ def install_stub(path: Path, stub: str, python: Path = Path(sys.executable)) -> 
     path.chmod(0o755)
 
 
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Sandbox:
-    box = Sandbox(tmp_path / "sandbox")
+def make_sandbox(root: Path, programs: tuple[str, ...] = ("axolotl", "record")) -> Sandbox:
+    """A sandbox under `root`: stub engines, and the stub trainer under each name in
+    `programs`."""
+    box = Sandbox(root)
     for folder in (box.bin, box.state, box.home):
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)
     for engine in ("docker", "podman"):
         install_stub(box.bin / engine, "engine")
-    for program in ("axolotl", "record"):
+    for program in programs:
         install_stub(box.bin / program, "record")
     return box
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    return make_sandbox(tmp_path / "sandbox")
 
 
 @pytest.fixture(scope="session")

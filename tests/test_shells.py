@@ -19,7 +19,15 @@ from ruamel.yaml import YAML
 
 from compiler.pipeline import compile_files
 from compiler.render import help_lines
-from tests.conftest import REPO, SHELLS, Sandbox, compile_text, install_stub, write_script
+from tests.conftest import (
+    REPO,
+    SHELLS,
+    Sandbox,
+    compile_text,
+    install_stub,
+    make_sandbox,
+    write_script,
+)
 
 EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.yaml"))
 
@@ -44,13 +52,8 @@ def outcome(run, sandbox: Sandbox, run_dir: Path) -> dict:
 
 def example_sandbox(root: Path) -> Sandbox:
     """A sandbox with the stubs, and a venv at ~/venvs/axolotl as native-venv expects."""
-    box = Sandbox(root)
-    for folder in (box.bin, box.state, box.home / "venvs/axolotl/bin"):
-        folder.mkdir(parents=True, exist_ok=True)
-    for engine in ("docker", "podman"):
-        install_stub(box.bin / engine, "engine")
-    for program in ("axolotl", "record", "python"):
-        install_stub(box.bin / program, "record")
+    box = make_sandbox(root, programs=("axolotl", "record", "python"))
+    (box.home / "venvs/axolotl/bin").mkdir(parents=True)
     install_stub(box.home / "venvs/axolotl/bin/axolotl", "record")
     return box
 
