@@ -32,6 +32,7 @@ umask u=rwx
 
 OBC_JOB=steps-eval
 OBC_STEPS='eval report'
+OBC_STEP_COUNT=2
 OBC_RUN_DIR=
 OBC_CACHE_DIR=
 OBC_DRY_RUN=
@@ -116,6 +117,11 @@ obc_preflight_failure() {
   OBC_FAILED=1
 }
 
+# Says on stderr what becomes of the current step: `obc: step 2/3 merge: WHAT`.
+obc_announce() {
+  printf 'obc: step %s/%s %s: %s\n' "$OBC_NUMBER" "$OBC_STEP_COUNT" "$OBC_NAME" "$1" >&2
+}
+
 # obc_step NUMBER NAME PROGRAM [ARG...]: runs one step and waits for it. The step runs in
 # the background so that the signal traps below run at once (a shell runs a trap only after
 # a foreground command ends), and in a session of its own so that they can stop all of it.
@@ -124,12 +130,11 @@ obc_step() {
   shift 2
   if { [ -n "$OBC_FROM" ] && [ "$OBC_FROM" != "$OBC_NAME" ]; } ||
      { [ -n "$OBC_ONLY" ] && [ "$OBC_ONLY" != "$OBC_NAME" ]; }; then
-    printf 'obc: step %s/%s %s: skipped\n' "$OBC_NUMBER" 2 "$OBC_NAME" >&2
+    obc_announce skipped
     return 0
   fi
   OBC_FROM=
-  printf 'obc: step %s/%s %s: %s\n' "$OBC_NUMBER" 2 "$OBC_NAME" \
-    "$(obc_print_command "$@")" >&2
+  obc_announce "$(obc_print_command "$@")"
   if [ -n "$OBC_DRY_RUN" ]; then
     obc_step_command obc_print_command "$@"
     return 0
@@ -139,8 +144,8 @@ obc_step() {
   wait "$OBC_CHILD" || OBC_STATUS=$?
   OBC_CHILD=
   if [ "$OBC_STATUS" -ne 0 ]; then
-    printf 'obc: step %s/%s %s failed with exit code %s\n' "$OBC_NUMBER" \
-      2 "$OBC_NAME" "$OBC_STATUS" >&2
+    printf 'obc: step %s/%s %s failed with exit code %s\n' "$OBC_NUMBER" "$OBC_STEP_COUNT" \
+      "$OBC_NAME" "$OBC_STATUS" >&2
     exit "$OBC_STATUS"
   fi
 }
