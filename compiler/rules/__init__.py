@@ -1,0 +1,27 @@
+"""The rules of a run file that its JSON Schema cannot express, one module per part of it.
+
+Each rule reads the raw data defensively (the schema may have failed on the same file, and
+every problem is reported at once) and yields `Problem`s; validate.py locates them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from . import names, runtime, slurm, steps
+from .common import Problem, get
+from .steps import AXOLOTL_CONFIG_NAME
+
+__all__ = ["AXOLOTL_CONFIG_NAME", "Problem", "check"]
+
+
+def check(data: Any) -> Iterator[Problem]:
+    """Yield every broken rule of a run file's data."""
+    if not isinstance(data, dict):
+        return  # the schema says what a run file is
+    kind = get(data, "runtime", "kind")
+    yield from steps.check(data)
+    yield from runtime.check(data, kind)
+    yield from names.check(data, kind)
+    yield from slurm.check(data)
