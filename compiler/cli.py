@@ -1,4 +1,5 @@
-"""The `obc` command line: compile, validate, schema. Chooses what is printed and the exit code.
+"""The `obc` command line: compile, validate, lock, schema. Chooses what is printed and the
+exit code.
 
 Exit codes: 0 success; 1 invalid input, drift found by --check, or shellcheck findings;
 2 usage error or a broken environment.
@@ -15,12 +16,14 @@ from pathlib import Path
 
 from . import __version__
 from .diagnostics import Diagnostic, ObcError
+from .lockfile import default_lock_path, format_lock
 from .pipeline import compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
-from .write import MODE, Change, apply, plan
+from .write import MODE, Change, apply, plan, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+LOCK_MODE = 0o644
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,12 +40,30 @@ def build_parser() -> argparse.ArgumentParser:
     inputs.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                         help="run files, or folders of *.yaml and *.yml run files")
 
-    compile_ = commands.add_parser("compile", parents=[inputs], help="write OUT/<id>/job.sh")
+    locked = argparse.ArgumentParser(add_help=False)
+    locked.add_argument("--lock", type=Path, metavar="FILE",
+                        help="the image lock (default: obc.lock at the top of the git work "
+                             "tree that holds the run files, else in the current directory)")
+
+    compile_ = commands.add_parser("compile", parents=[inputs, locked],
+                                   help="write OUT/<id>/job.sh")
     compile_.add_argument("-o", "--out", type=Path, default=Path("out"),
                           help="output folder (default: out)")
     compile_.add_argument("--check", action="store_true",
                           help="write nothing; exit 1 if OUT is not what compile would write")
     compile_.add_argument("--diff", action="store_true", help="with --check, print diffs")
+    compile_.add_argument("--require-digests", action="store_true",
+                          help="fail on an image that is neither pinned by digest nor locked")
+    lock = commands.add_parser("lock", parents=[inputs, locked],
+                               help="resolve image tags to digests into the lock (network)")
+    mode = lock.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 if a tag moved, or the lock lacks a tag or "
+                           "lists one no run file uses")
+    mode.add_argument("--update", action="store_true",
+                      help="resolve every tag again, not only those the lock lacks")
+    lock.add_argument("--skopeo", action="store_true",
+                      help="resolve with `skopeo inspect`, which uses your registry logins")
     commands.add_parser("validate", parents=[inputs], help="check run files, write nothing")
     commands.add_parser("schema", help="print the JSON Schema of the run file")
     return parser
@@ -59,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         if args.command == "validate":
             return _validate(args)
+        if args.command == "lock":
+            return _lock(args)
         return _compile(args)
     except ObcError as error:
         print(f"obc: error: {error}", file=sys.stderr)
@@ -76,8 +99,15 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_INVALID if problems else EXIT_OK
 
 
+def _lock_file(args: argparse.Namespace) -> Path:
+    return args.lock if args.lock is not None else default_lock_path(args.paths)
+
+
 def _compile(args: argparse.Namespace) -> int:
-    result = compile_files(args.paths, args.out)
+    if args.lock is not None and not args.lock.is_file():
+        raise ObcError(f"{args.lock}: no such lock file")
+    result = compile_files(args.paths, args.out, _lock_file(args),
+                           require_digests=args.require_digests)
     if result.diagnostics:
         _report(args.format, result.diagnostics)
         return EXIT_INVALID
@@ -138,3 +168,48 @@ def _report_writes(done: list[Change]) -> None:
     counts = {status: sum(change.status == status for change in done)
               for status in ("written", "unchanged", "removed")}
     print("obc: " + ", ".join(f"{n} {status}" for status, n in counts.items()), file=sys.stderr)
+
+
+def _lock(args: argparse.Namespace) -> int:
+    # Only `obc lock` loads the network code (urllib, ssl): compile and validate never need it.
+    from .lock import check_lock, lock_images  # noqa: PLC0415
+    from .registry import resolve, resolve_with_skopeo  # noqa: PLC0415
+
+    lock_file = _lock_file(args)
+    resolver = resolve_with_skopeo if args.skopeo else resolve
+    if args.check:
+        problems = check_lock(args.paths, lock_file, resolver)
+        _report(args.format, problems)
+        if problems:
+            fix = ["obc", "lock", *map(str, args.paths), *_lock_option(args), "--update"]
+            print(f"obc: {lock_file} is out of date; to fix, run: {shlex.join(fix)}",
+                  file=sys.stderr)
+            return EXIT_INVALID
+        print(f"obc: {lock_file} is up to date", file=sys.stderr)
+        return EXIT_OK
+    result = lock_images(args.paths, lock_file, resolver, update=args.update)
+    _report(args.format, result.diagnostics)
+    if result.diagnostics:
+        print(f"obc: {lock_file} left as it was", file=sys.stderr)
+        return EXIT_INVALID
+    text = format_lock(result.digests).encode()
+    if not lock_file.is_file() or lock_file.read_bytes() != text:
+        write_atomic(lock_file, text, LOCK_MODE)
+    for image in sorted(result.old.keys() | result.digests.keys()):
+        line = _lock_change(image, result.old.get(image), result.digests.get(image))
+        if line:
+            print(f"obc: {line}", file=sys.stderr)
+    print(f"obc: {lock_file}: {len(result.digests)} image(s) locked", file=sys.stderr)
+    return EXIT_OK
+
+
+def _lock_option(args: argparse.Namespace) -> list[str]:
+    return [] if args.lock is None else ["--lock", str(args.lock)]
+
+
+def _lock_change(image: str, old: str | None, new: str | None) -> str | None:
+    if old == new:
+        return None
+    if new is None:
+        return f"removed {image}: no run file uses it"
+    return f"locked {image} at {new}" + (f" (was {old})" if old else "")

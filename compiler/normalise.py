@@ -7,6 +7,7 @@ shape the schema promises; nothing here reports problems.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -49,8 +50,10 @@ def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
     return fields
 
 
-def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, str]) -> Job:
-    """Return the job a valid run file describes; `attachments` holds the files it names."""
+def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, str],
+              digests: Mapping[str, str]) -> Job:
+    """Return the job a valid run file describes; `attachments` holds the files it names,
+    `digests` the image lock (tag → digest, from obc.lock)."""
     runtime = data["runtime"]
     kind = runtime["kind"]
     job_id = data["id"]
@@ -61,7 +64,7 @@ def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, s
         id=job_id,
         source_file=source_file,
         description=data.get("description"),
-        runtime=_runtime(runtime),
+        runtime=_runtime(runtime, digests),
         gpus=_gpus(runtime.get("gpus", "all")),
         run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
         cache_dir=paths.get("cache_dir", cache_default),
@@ -74,12 +77,14 @@ def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, s
     )
 
 
-def _runtime(runtime: dict[str, Any]) -> Container | Native:
+def _runtime(runtime: dict[str, Any], digests: Mapping[str, str]) -> Container | Native:
     if runtime["kind"] == "native":
         return Native(venv=runtime.get("venv"), env_file=runtime.get("env_file"))
+    image = runtime.get("image", DEFAULT_IMAGE)
     return Container(
         engine=runtime["kind"],
-        image=runtime.get("image", DEFAULT_IMAGE),
+        # A locked tag keeps its name for the reader and gains the digest the engine pulls.
+        image=f"{image}@{digests[image]}" if image in digests else image,
         shm_size=runtime.get("shm_size"),
         mounts=tuple(Mount(m["source"], m["target"], m.get("readonly", False))
                      for m in runtime.get("mounts", ())),

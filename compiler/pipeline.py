@@ -6,13 +6,14 @@ share everything up to the scripts themselves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .check import check_scripts
 from .diagnostics import Diagnostic, ObcError, field_path
 from .load import Mark, Source, load_source, parse_mapping, read_attachment
+from .lockfile import read_lock, unpinned_images
 from .model import Job
 from .normalise import CONFIG_FIELD, attachment_fields, normalise
 from .render import render_job
@@ -60,14 +61,23 @@ def run_files(paths: Iterable[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def compile_files(paths: Iterable[Path], out: Path | None = None) -> Result:
+def compile_files(paths: Iterable[Path], out: Path | None = None, lock: Path | None = None,
+                  *, require_digests: bool = False) -> Result:
     """Compile every run file in `paths`; a file with problems yields diagnostics, no script.
 
-    With `out`, the scripts are also checked with shellcheck, and named as under `out`.
+    With `out`, the scripts are also checked with shellcheck, and named as under `out`. With
+    `lock`, the image tags it lists are rendered with their digests; `require_digests` then
+    makes every image that is neither pinned nor locked a problem.
     """
     result = Result()
+    digests: dict[str, str] = {}
+    if lock is not None:
+        locked, result.diagnostics = read_lock(lock)
+        digests = locked.digests
     for path in run_files(paths):
-        source, job, problems = build_job(path)
+        source, job, problems = build_job(path, digests)
+        if job is not None and lock is not None and require_digests:
+            problems += unpinned_images(source, job, lock)
         result.diagnostics += problems
         if job is not None:
             result.scripts.append(Script(job, render_job(job), source.mark(("id",))))
@@ -79,8 +89,9 @@ def compile_files(paths: Iterable[Path], out: Path | None = None) -> Result:
     return result
 
 
-def build_job(path: Path) -> tuple[Source, Job | None, list[Diagnostic]]:
-    """Load, validate and normalise one run file."""
+def build_job(path: Path, digests: Mapping[str, str]) -> tuple[Source, Job | None,
+                                                               list[Diagnostic]]:
+    """Load, validate and normalise one run file; `digests` is the image lock."""
     source, problems = load_source(path)
     if not problems:
         problems = validate(source)
@@ -88,7 +99,7 @@ def build_job(path: Path) -> tuple[Source, Job | None, list[Diagnostic]]:
         attachments, problems = _read_attachments(source)
     if problems:
         return source, None, problems
-    return source, normalise(source.file, source.data, attachments), []
+    return source, normalise(source.file, source.data, attachments, digests), []
 
 
 def _read_attachments(source: Source) -> tuple[dict, list[Diagnostic]]:

@@ -151,8 +151,8 @@ def _carry_out(change: Change) -> Change:
     return change
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path`, mode 0755 whatever the umask, through a temp file and rename."""
+def write_atomic(path: Path, data: bytes, mode: int = MODE) -> None:
+    """Write `data` to `path`, with `mode` whatever the umask, through a temp file and rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp: O_EXCL, mode 0600, unpredictable name, in the same folder so rename is atomic.
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -160,7 +160,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as stream:
             stream.write(data)
             stream.flush()
-            os.fchmod(stream.fileno(), MODE)
+            os.fchmod(stream.fileno(), mode)
             os.fsync(stream.fileno())
         os.replace(tmp, path)
     except BaseException:

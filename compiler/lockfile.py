@@ -1,0 +1,116 @@
+"""obc.lock: the digest each image tag of the run files resolved to, as `obc lock` wrote it.
+
+compile reads it like any other input, without the network, and renders a locked tag as
+IMAGE@DIGEST. The file is one `IMAGE DIGEST` line per tag, sorted, after a comment header:
+a tag that moves is a one-line diff.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .diagnostics import Diagnostic, ObcError, field_path
+from .load import Source
+from .model import Job
+
+LOCK_NAME = "obc.lock"
+HEADER = (
+    "# obc.lock: the digest of each image tag the run files use, written by `obc lock`.\n"
+    "# obc compile renders a tag listed here as IMAGE@DIGEST, without using the network.\n"
+)
+_ENTRY = re.compile(r"(?P<image>[^\s@]+) (?P<digest>sha256:[0-9a-f]{64})")
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """The entries of a lock file (tag → digest), and the line each stands on."""
+
+    file: str
+    digests: dict[str, str] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def problem(self, image: str, message: str) -> Diagnostic:
+        """A problem with the entry of `image`, located at its line."""
+        return Diagnostic(self.file, self.lines[image], 1, image, message)
+
+
+def default_lock_path(paths: Iterable[Path]) -> Path:
+    """Return where the project's lock is: obc.lock at the top of the git work tree that
+    holds the run files, else in the current directory."""
+    roots = {_work_tree(path) for path in paths}
+    if len(roots) > 1:
+        found = ", ".join(sorted(str(root or Path.cwd()) for root in roots))
+        raise ObcError(f"the run files are in different projects ({found}): name the lock "
+                       "file with --lock FILE")
+    root = roots.pop() if roots else None
+    return Path(os.path.relpath(root / LOCK_NAME)) if root else Path(LOCK_NAME)
+
+
+def _work_tree(path: Path) -> Path | None:
+    folder = path.resolve()
+    folder = folder if folder.is_dir() else folder.parent
+    # `.git` is a folder in a clone and a file in a worktree or submodule.
+    return next((f for f in (folder, *folder.parents) if (f / ".git").exists()), None)
+
+
+def read_lock(path: Path) -> tuple[Lock, list[Diagnostic]]:
+    """Read a lock file; a missing one is an empty lock."""
+    lock, problems = Lock(str(path)), []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return lock, []
+    except (OSError, UnicodeDecodeError) as error:
+        raise ObcError(f"{path}: cannot read the lock file: {error}") from error
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        entry = _ENTRY.fullmatch(line)
+        if entry is None:
+            problems.append(Diagnostic(lock.file, number, 1, "", _why_not_entry(line)))
+        elif entry["image"] in lock.digests:
+            problems.append(Diagnostic(lock.file, number, 1, entry["image"],
+                                       f"listed twice (line {lock.lines[entry['image']]})"))
+        else:
+            lock.digests[entry["image"]] = entry["digest"]
+            lock.lines[entry["image"]] = number
+    return lock, problems
+
+
+def _why_not_entry(line: str) -> str:
+    image = line.split(maxsplit=1)[0]
+    if "@" in image:
+        return f"{image!r} is pinned by digest already; a pinned image needs no entry"
+    return ("expected 'IMAGE sha256:<64 lower-case hex digits>', one space between them, got "
+            f"{line!r}")
+
+
+def format_lock(digests: Mapping[str, str]) -> str:
+    """Return the text of a lock file holding `digests`, sorted by image."""
+    return HEADER + "".join(f"{image} {digests[image]}\n" for image in sorted(digests))
+
+
+def is_pinned(image: str) -> bool:
+    return "@" in image
+
+
+def image_problem(source: Source, message: str) -> Diagnostic:
+    """A problem with a run file's image, located at `runtime.image` (or `runtime` when the
+    default image is used)."""
+    path = ("runtime", "image") if "image" in source.data["runtime"] else ("runtime",)
+    mark = source.mark(path)
+    return Diagnostic(source.file, mark.line, mark.column, field_path(path), message)
+
+
+def unpinned_images(source: Source, job: Job, lock_file: Path) -> list[Diagnostic]:
+    """The problem `--require-digests` reports: an image neither pinned nor locked."""
+    container = job.container
+    if container is None or is_pinned(container.image):
+        return []
+    return [image_problem(source, f"{container.image!r} is neither pinned by digest nor "
+                                  f"locked in {lock_file}; run obc lock, or write the image "
+                                  "as NAME:TAG@sha256:<digest>")]
