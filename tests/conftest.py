@@ -206,3 +206,4 @@ def start_script(script: Path, *args: str, shell: str, env: dict[str, str]) -> s
 
 # The real engines of tests/engines.py, as fixtures for every test module.
 from tests.engines import cleanup, docker, podman, test_image_tar  # noqa: E402,F401
+from tests.registry import start_registry, token_service  # noqa: E402,F401
