@@ -192,15 +192,22 @@ def _lock(args: argparse.Namespace) -> int:
     if result.diagnostics:
         print(f"obc: {lock_file} left as it was", file=sys.stderr)
         return EXIT_INVALID
-    text = format_lock(result.digests).encode()
-    if not lock_file.is_file() or lock_file.read_bytes() != text:
-        write_atomic(lock_file, text, LOCK_MODE)
+    _write_lock(lock_file, format_lock(result.digests).encode())
     for image in sorted(result.old.keys() | result.digests.keys()):
         line = _lock_change(image, result.old.get(image), result.digests.get(image))
         if line:
             print(f"obc: {line}", file=sys.stderr)
     print(f"obc: {lock_file}: {len(result.digests)} image(s) locked", file=sys.stderr)
     return EXIT_OK
+
+
+def _write_lock(lock_file: Path, text: bytes) -> None:
+    """Write the lock unless it holds `text` already (its mtime then stays)."""
+    try:
+        if not lock_file.is_file() or lock_file.read_bytes() != text:
+            write_atomic(lock_file, text, LOCK_MODE)
+    except OSError as error:
+        raise ObcError(f"{lock_file}: cannot write: {error.strerror or error}") from error
 
 
 def _lock_option(args: argparse.Namespace) -> list[str]:

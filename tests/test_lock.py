@@ -71,11 +71,15 @@ def image(tmp_path: Path, test_image_tar: tuple[str, bytes]):
 ], ids=["oci-manifest", "oci-index", "docker-manifest", "docker-list"])
 def test_lock_writes_the_digest_skopeo_reports(
         obc, start_registry: StartRegistry, image, token_service: TokenService,
-        platforms: tuple[str, ...], docker_types: bool, media_type: str) -> None:
+        monkeypatch: pytest.MonkeyPatch, platforms: tuple[str, ...], docker_types: bool,
+        media_type: str) -> None:
     registry = start_registry()
     name = image(registry, platforms=platforms, docker_types=docker_types)
     write_run("a", name)
     token_service.seen.clear()
+    # A proxy for the outside world (here: none listening) is not used for loopback.
+    for variable in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.setenv(variable, "http://127.0.0.1:9")
 
     done = obc("lock", "runs")
     (request,) = token_service.seen
@@ -294,3 +298,21 @@ steps: [{{name: hello, run: [record, hello]}}]
         assert f"{registry.host}/obc/test@{entries()[name]}" in digests.stdout
     finally:
         engine("rmi", "--force", pinned, check=False)
+
+
+def test_lock_and_compile_report_problems_of_their_inputs_and_write_nothing(obc) -> None:
+    write_run("a", "team/trainer:1", kind="dokcer")
+    done = obc("lock", "runs")
+    assert (done.code, done.stderr.splitlines()[0]) == (1, (
+        "runs/a.yaml:4:9: error: runtime.kind: 'dokcer' is not one of docker, podman, native; "
+        "did you mean 'docker'?"))
+    assert not LOCK.exists()
+    write_run("a", "team/trainer:1")
+    LOCK.write_text("team/trainer:1 sha256:abc\n")
+    done = obc("compile", "runs", "-o", "out")
+    assert (done.code, done.stderr) == (1, (
+        "obc.lock:1:1: error: expected 'IMAGE sha256:<64 lower-case hex digits>', one space "
+        "between them, got 'team/trainer:1 sha256:abc'\n"))
+    done = obc("compile", "runs", "-o", "out", "--lock", "absent.lock")
+    assert (done.code, done.stderr) == (2, "obc: error: absent.lock: no such lock file\n")
+    assert not OUT.exists()
