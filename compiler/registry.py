@@ -19,8 +19,9 @@ import urllib.request
 from dataclasses import dataclass
 from email.message import Message
 
-# Index and manifest-list first: a multi-platform tag then resolves to its index, as docker
-# pulls it; a registry answers 404 for an index whose type the client does not accept.
+# A registry serves a tag only in a type the client accepts (distribution answers 404 for an
+# index otherwise; others send one platform's manifest): accepting the index types makes a
+# multi-platform tag resolve to its index, which is what docker pulls and pins.
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
@@ -191,6 +192,7 @@ def _refusal(error: urllib.error.HTTPError, *, after_token: bool = False) -> str
     if error.code == 404:
         return "no such repository or tag in the registry (404 Not Found)"
     if error.code == 401 and after_token:
-        return ("the registry refused anonymous access (401 Unauthorized): log in and use "
-                "obc lock --skopeo, or pin the digest in the run file")
+        return ("the registry refused anonymous access (401 Unauthorized): the repository is "
+                "private or does not exist; for a private one, log in and use obc lock "
+                "--skopeo, or pin the digest in the run file")
     return f"the registry answered {error.code} {error.reason}"
