@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .diagnostics import Diagnostic, ObcError
+from .diagnostics import Diagnostic, ObcError, printable
 from .pipeline import compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--check", action="store_true",
                           help="write nothing; exit 1 if OUT is not what compile would write")
     compile_.add_argument("--diff", action="store_true", help="with --check, print diffs")
+    compile_.add_argument("--prune", action="store_true",
+                          help="also remove obc's scripts in OUT that these inputs do not "
+                               "produce (by default only those whose run file is gone)")
     commands.add_parser("validate", parents=[inputs], help="check run files, write nothing")
     commands.add_parser("schema", help="print the JSON Schema of the run file")
     return parser
@@ -81,7 +84,7 @@ def _compile(args: argparse.Namespace) -> int:
     if result.diagnostics:
         _report(args.format, result.diagnostics)
         return EXIT_INVALID
-    changes = plan(args.out, result.scripts)
+    changes = plan(args.out, result.scripts, prune=args.prune)
     if args.check:
         return _check(args, changes)
     _report(args.format, [])
@@ -97,7 +100,7 @@ def _report(format_: str, problems: list[Diagnostic]) -> None:
 
 def _check(args: argparse.Namespace, changes: list[Change]) -> int:
     """Report how OUT differs from what compile would write; 1 if it does, 0 if not."""
-    drift = [change for change in changes if change.status != "unchanged"]
+    drift = [change for change in changes if change.status not in ("unchanged", "kept")]
     fix = shlex.join(["obc", "compile", *map(str, args.paths), "-o", str(args.out)])
     # Text output ends with one line naming the fix; annotations and JSON must stand alone.
     hint = None if args.format == "text" else f"to fix, run: {fix}"
@@ -119,22 +122,20 @@ def _drift_message(change: Change) -> str:
     if change.status == "missing":
         return "missing; compile would write it"
     if change.status == "stale":
-        return f"stale: {_why_stale(change)}; compile would remove it"
+        return f"stale: {change.reason}; compile would remove it"
     if change.old == change.new:
         return f"has mode {change.old_mode:04o}; compile would make it {MODE:04o}"
     return "differs from what compile would write"
 
 
-def _why_stale(change: Change) -> str:
-    source = change.source()
-    return f"no input has id '{change.path.parent.name}'" + (
-        f" (it was generated from {source})" if source else "")
-
-
 def _report_writes(done: list[Change]) -> None:
     for change in done:
         if change.status == "removed":
-            print(f"obc: removed {change.path}: {_why_stale(change)}", file=sys.stderr)
+            print(f"obc: removed {printable(str(change.path))}: {printable(change.reason)}",
+                  file=sys.stderr)
     counts = {status: sum(change.status == status for change in done)
               for status in ("written", "unchanged", "removed")}
-    print("obc: " + ", ".join(f"{n} {status}" for status, n in counts.items()), file=sys.stderr)
+    kept = sum(change.status == "kept" for change in done)
+    print("obc: " + ", ".join(f"{n} {status}" for status, n in counts.items())
+          + (f", {kept} kept (their run files exist but were not given; --prune removes "
+             "them)" if kept else ""), file=sys.stderr)

@@ -10,11 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import __version__
 from .check import check_scripts
 from .diagnostics import Diagnostic, ObcError, field_path
 from .load import Mark, Source, load_source, parse_mapping, read_attachment
 from .model import Job
 from .normalise import CONFIG_FIELD, attachment_fields, normalise
+from .project import source_name
 from .render import render_job
 from .validate import validate
 
@@ -28,6 +30,8 @@ class Script:
 
     job: Job
     text: str
+    # The run file as diagnostics name it, and where its id stands.
+    file: str
     id_mark: Mark
 
     @property
@@ -70,7 +74,8 @@ def compile_files(paths: Iterable[Path], out: Path | None = None) -> Result:
         source, job, problems = build_job(path)
         result.diagnostics += problems
         if job is not None:
-            result.scripts.append(Script(job, render_job(job), source.mark(("id",))))
+            result.scripts.append(Script(job, render_job(job), source.file,
+                                         source.mark(("id",))))
     result.diagnostics += _duplicate_ids(result.scripts)
     if out is not None and not result.diagnostics:
         result.diagnostics += check_scripts(
@@ -88,7 +93,7 @@ def build_job(path: Path) -> tuple[Source, Job | None, list[Diagnostic]]:
         attachments, problems = _read_attachments(source)
     if problems:
         return source, None, problems
-    return source, normalise(source.file, source.data, attachments), []
+    return source, normalise(source_name(path), source.data, attachments, __version__), []
 
 
 def _read_attachments(source: Source) -> tuple[dict, list[Diagnostic]]:
@@ -109,14 +114,14 @@ def _read_attachments(source: Source) -> tuple[dict, list[Diagnostic]]:
 
 
 def _duplicate_ids(scripts: list[Script]) -> list[Diagnostic]:
-    first: dict[str, Job] = {}
+    first: dict[str, Script] = {}
     problems = []
     for script in scripts:
         job = script.job
         if job.id in first:
             mark = script.id_mark
-            problems.append(Diagnostic(job.source_file, mark.line, mark.column, "id",
+            problems.append(Diagnostic(script.file, mark.line, mark.column, "id",
                                        f"id '{job.id}' is also the id of "
-                                       f"{first[job.id].source_file}; ids must be unique"))
-        first.setdefault(job.id, job)
+                                       f"{first[job.id].file}; ids must be unique"))
+        first.setdefault(job.id, script)
     return problems

@@ -148,6 +148,9 @@ def _simple_message(path: Path_, keyword: str, error: ValidationError) -> str:
         return _enum_message(path, error.instance, error.validator_value)
     if keyword == "const" and path == ("version",):
         return _version_message(error.instance, error.validator_value)
+    if keyword == "const":
+        value = error.validator_value
+        return f"can only be {str(value).lower() if isinstance(value, bool) else show(value)}"
     return _MESSAGES.get(keyword, lambda error: error.message)(error)
 
 

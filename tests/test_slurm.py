@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from compiler.pipeline import compile_files
-from tests.conftest import REPO, Sandbox, compile_text, write_script
+from tests.conftest import REPO, Sandbox, compile_text, container_name, write_script
 from tests.engines import trainer_records
 from tests.slurm_cluster import SlurmCluster, missing_programs
 
@@ -96,15 +96,21 @@ version: 1
 id: ranks
 runtime: {kind: native}
 steps:
-  - {name: everywhere, run: [record, rank]}
+  - {name: everywhere, run: [record, rank], nodes: all}
+  - {name: once, run: [record, once]}
 secrets: [HF_TOKEN]
 slurm: {nodes: 2, gpus_per_node: 2, rendezvous_port: 29611}
 """, HF_TOKEN="t0ken")
     job = slurm.wait(job_id)
     assert (job.state, job.exit_code) == ("COMPLETED", 0), output(tmp_path, "ranks", job_id)
-    steps = sorted((r["env"] for r in sandbox.records()), key=lambda env: env["NODE_RANK"])
+    records = sandbox.records()
+    steps = sorted((r["env"] for r in records if r["argv"] == ["rank"]),
+                   key=lambda env: env["NODE_RANK"])
     assert [(env["NODE_RANK"], env["SLURMD_NODENAME"]) for env in steps] == [
         ("0", "n1"), ("1", "n2")]
+    # A step that says nothing of nodes, and is not train, runs once, on the first node.
+    (once,) = [r["env"] for r in records if r["argv"] == ["once"]]
+    assert (once["NODE_RANK"], once["SLURMD_NODENAME"]) == ("0", "n1")
     for env in steps:
         assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("n1", "29611")
         assert (env["NNODES"], env["GPUS_PER_NODE"]) == ("2", "2")
@@ -143,7 +149,7 @@ def test_slurms_signal_to_the_script_stops_the_running_step(slurm, sandbox, tmp_
 version: 1
 id: stopped
 runtime: {{kind: native}}
-steps: [{{name: long, run: [record, --sleep, "300"]}}]
+steps: [{{name: long, run: [record, --sleep, "300"], nodes: all}}]
 slurm: {{nodes: {nodes}, gpus_per_node: 1}}
 """)
     slurm.wait_for(lambda: len(sandbox.records()) == nodes, 60, "the step to start")
@@ -230,7 +236,7 @@ slurm: {gpus_per_node: 2}
     assert (first.argv, fails.argv) == (["one"], ["--exit", "5"])
     assert first.env["CUDA_VISIBLE_DEVICES"] == "0,1" and first.env["HF_TOKEN"] == "t0ken"
     assert "SLURM_JOB_ID" not in first.env  # only what the job passes by name
-    assert not podman.container_exists(f"overbrainer-{name}")
+    assert not podman.container_exists(container_name(name, tmp_path / "run"))
 
 
 def test_scancel_stops_a_podman_jobs_container(slurm, sandbox, podman, tmp_path):
@@ -244,10 +250,10 @@ slurm: {}
                        "the container to start")
         assert slurm.run("scancel", job_id).returncode == 0
         assert slurm.wait(job_id).state == "CANCELLED"
-        slurm.wait_for(lambda: not podman.container_exists(f"overbrainer-{name}"), 60,
-                       "the container to be gone")
+        slurm.wait_for(lambda: not podman.container_exists(container_name(name, tmp_path / "run")),
+                       60, "the container to be gone")
     finally:
-        podman("rm", "-f", f"overbrainer-{name}", check=False)
+        podman("rm", "-f", container_name(name, tmp_path / "run"), check=False)
 
 
 def test_sbatch_test_only_accepts_every_compiled_example(slurm, tmp_path):
@@ -272,7 +278,7 @@ def test_the_time_limit_signal_reaches_the_trap(slurm, sandbox, tmp_path):
     job_id = submit(slurm, sandbox, tmp_path, """\
 version: 1
 id: timed
-runtime: {kind: native}
+runtime: {kind: native, stop_timeout: 10}
 steps: [{name: long, run: [record, --sleep, "300"]}]
 slurm: {time: 1, signal: "B:TERM@60"}
 """)

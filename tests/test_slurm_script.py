@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.pipeline import compile_files
-from tests.conftest import SHELLS, compile_text, write_script
+from tests.conftest import SHELLS, compile_text, container_name, write_script
 
 # srun as the tests need it: runs the command after its options once per node, in turn,
 # with the SLURM_NODEID srun gives each task, and records its own options.
@@ -168,7 +168,8 @@ def test_outside_slurm_the_script_runs_as_it_would_without_the_block(tmp_path, s
         assert run.returncode == 0, run.stderr
         runs.append([(s["argv"], s["cwd"], s["env"]) for s in run.steps])
     assert runs[0] == runs[1]
-    assert not (sandbox.home / "overbrainer/runs/mn/.obc").exists()
+    records = sandbox.home / "overbrainer/runs/mn/.obc"
+    assert not (records / "done").exists() and not (records / "job.sh").exists()
 
 
 @pytest.mark.parametrize("shell", list(SHELLS))
@@ -236,7 +237,7 @@ def test_containers_get_the_rendezvous_and_the_gpus_by_name(tmp_path, sandbox):
 version: 1
 id: mc
 runtime: {kind: docker}
-steps: [{name: everywhere, run: [record]}]
+steps: [{name: everywhere, run: [record], nodes: all}]
 secrets: [HF_TOKEN]
 slurm: {nodes: 2, gpus_per_node: 4}
 """))
@@ -248,6 +249,10 @@ slurm: {nodes: 2, gpus_per_node: 4}
     assert [{name: r["container_env"].get(name) for name in names} for r in run.engine_runs] == [
         dict(zip(names, ("node-a", "29500", "2", rank, "4", "0,1,2,3", "t"), strict=True))
         for rank in ("0", "1")]
-    for engine_run in run.engine_runs:
+    name = container_name("mc", sandbox.home / "overbrainer/runs/mc")
+    for node, engine_run in enumerate(run.engine_runs):
         argv = engine_run["argv"]
         assert "HF_TOKEN=t" not in argv and argv[argv.index("NODE_RANK") - 1] == "-e"
+        # Each node's container has a name of its own, on the hosts' network.
+        assert argv[argv.index("--name") + 1] == f"{name}-{node}"
+        assert "--network=host" in argv

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from . import names, runtime, slurm, steps
+from . import names, paths, runtime, slurm, steps, stop
 from .common import Problem, get
 from .steps import AXOLOTL_CONFIG_NAME
 
@@ -25,3 +25,5 @@ def check(data: Any) -> Iterator[Problem]:
     yield from runtime.check(data, kind)
     yield from names.check(data, kind)
     yield from slurm.check(data)
+    yield from paths.check(data)
+    yield from stop.check(data)

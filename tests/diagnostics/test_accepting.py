@@ -39,10 +39,12 @@ def run_file(kind: str, args: list[str], env: dict[str, str]) -> str:
 
 
 def words_at(script: str, start: str) -> list[str]:
-    """The words of the shell command on the first line that holds `start`, and on the lines
-    it continues on because a quote is still open (a trailing `\\` continues it anyway)."""
+    """The words of the shell command on the first line that holds `start` (the header's
+    comments aside), and on the lines it continues on because a quote is still open (a
+    trailing `\\` continues it anyway)."""
     lines = script.split("\n")
-    first = next(i for i, line in enumerate(lines) if start in line)
+    first = next(i for i, line in enumerate(lines)
+                 if start in line and not line.startswith("#"))
     for end in range(first + 1, len(lines) + 1):
         command = "\n".join(lines[first:end]).removesuffix(" \\")
         try:
