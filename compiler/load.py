@@ -80,8 +80,17 @@ class LoadError(Exception):
 
 
 def display_name(path: Path) -> str:
-    """Return how a file is named in diagnostics and headers: relative, never absolute."""
-    return Path(os.path.relpath(path.absolute())).as_posix()
+    """Return how a file is named in diagnostics and headers: relative, never absolute, and
+    one line of visible text: bytes that are not UTF-8 as \\xe9, control and invisible
+    characters as \\x1b or \\u202e (a name must not rewrite a terminal or the header)."""
+    name = os.fsencode(Path(os.path.relpath(path.absolute())).as_posix())
+    return visible(name.decode("utf-8", "backslashreplace"))
+
+
+def visible(text: str) -> str:
+    """Return `text` with every character that does not print (controls, format characters,
+    separators) escaped as Python would: `\\x1b`, `\\u202e`."""
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
 
 
 def load_source(path: Path) -> tuple[Source, list[Diagnostic]]:
@@ -401,21 +410,6 @@ def _text(node: Node, value: str, path: Path_) -> str:
         raise LoadError(_mark(node), "string holds a lone surrogate (\\uD800-\\uDFFF), "
                         "which is not text", "remove the escape", path) from error
     return value
-
-
-def read_attachment(source: Source, relative: str) -> str:
-    """Return the text of a file named relative to the run file; raise OSError or ValueError."""
-    path = source.directory / relative
-    with path.open("rb") as stream:
-        data = stream.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError("is larger than 1 MiB")
-    if b"\0" in data:
-        raise ValueError("contains a NUL byte; only text files can be embedded")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError("is not UTF-8 text") from error
 
 
 def parse_mapping(text: str) -> dict[str, Any]:
