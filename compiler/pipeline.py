@@ -12,9 +12,9 @@ from pathlib import Path
 
 from .check import check_scripts
 from .diagnostics import Diagnostic, ObcError, field_path
-from .load import Mark, Source, display_name, load_source, parse_mapping
+from .load import CONFIG_FIELD, Mark, Source, display_name, load_source, parse_mapping
 from .model import Job
-from .normalise import CONFIG_FIELD, attachment_fields, normalise
+from .normalise import attachment_fields, normalise
 from .render import render_job
 from .sources import (
     BudgetError,

@@ -18,7 +18,7 @@ LEGAL_VALUES = [
     "--help", "-", "a~b", "x/~/y", "~", "~/x", "日本語", "naïve café", "emoji 🚀", "*", "?",
     "[ab]", "{a,b}", "!event", "!!", "#comment", "a #b", "back\\slash", "\\\nx", "tab\there",
     "=ls", "A=b", "", " ", "$HOME", "${x:-y}", "$1", "%1", "^x", "OBC_EOF",
-    "\u2028", "time", "if", "done",
+    "time", "if", "done",
 ]
 
 IDS = [json.dumps(value, ensure_ascii=True) for value in LEGAL_VALUES]
