@@ -61,11 +61,15 @@ def write_case(folder: Path, bad: Case) -> Path:
     return run_file
 
 
+class BlockedError(Exception):
+    """obc waited (on a named pipe) instead of answering; not an OSError, which obc catches."""
+
+
 @contextlib.contextmanager
 def unblocked() -> Iterator[None]:
     """Fail, rather than hang the suite, if obc blocks (SIGALRM interrupts a blocked open)."""
     def stop(signum, frame):
-        raise TimeoutError(f"obc blocked for {BLOCKED_AFTER_SECONDS} s")
+        raise BlockedError(f"obc blocked for {BLOCKED_AFTER_SECONDS} s")
 
     previous = signal.signal(signal.SIGALRM, stop)
     signal.alarm(BLOCKED_AFTER_SECONDS)
