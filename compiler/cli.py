@@ -15,11 +15,11 @@ from pathlib import Path
 
 from . import __version__
 from .diagnostics import Diagnostic, ObcError
-from .load import visible
 from .pipeline import compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
 from .sources import allowed_folders
+from .text import visible
 from .write import MODE, Change, apply, plan
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2

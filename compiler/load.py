@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
 from .diagnostics import Diagnostic, ObcError, field_path
+from .text import describe_character, find_invisible, visible
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 32
@@ -88,12 +88,6 @@ def display_name(path: Path) -> str:
     characters as \\x1b or \\u202e (a name must not rewrite a terminal or the header)."""
     name = os.fsencode(Path(os.path.relpath(path.absolute())).as_posix())
     return visible(name.decode("utf-8", "backslashreplace"))
-
-
-def visible(text: str) -> str:
-    """Return `text` with every character that does not print (controls, format characters,
-    separators) escaped as Python would: `\\x1b`, `\\u202e`."""
-    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
 
 
 def load_source(path: Path) -> tuple[Source, list[Diagnostic]]:
@@ -437,21 +431,6 @@ def is_script_text(path: Path_) -> bool:
     top = path[0] if path else ""
     inline_config = len(path) > len(CONFIG_FIELD) and path[:len(CONFIG_FIELD)] == CONFIG_FIELD
     return not (isinstance(top, str) and top.startswith("x-")) and not inline_config
-
-
-def find_invisible(text: str) -> str | None:
-    """Return the first format character (Unicode category Cf: bidirectional controls,
-    zero-width characters, the BOM, tags) or line or paragraph separator in `text`."""
-    if text.isascii():
-        return None
-    return next((char for char in text
-                 if unicodedata.category(char) in ("Cf", "Zl", "Zp")), None)
-
-
-def describe_character(char: str) -> str:
-    """Name a character the way Unicode does: `U+202E RIGHT-TO-LEFT OVERRIDE`."""
-    name = unicodedata.name(char, "")
-    return f"U+{ord(char):04X}" + (f" {name}" if name else "")
 
 
 def parse_mapping(text: str) -> dict[str, Any]:
