@@ -22,7 +22,7 @@ from .diagnostics import ObcError
 # What one run file may embed, all its files together: an Axolotl config and a few plugins
 # are tens of KB. Checked against each file's size before it is read.
 MAX_EMBEDDED_BYTES = 1024 * 1024
-OUTSIDE_HINT = ("a run file embeds only files of its project (its git work tree, or its "
+OUTSIDE_HINT = ("obc reads only files of the run file's project (its git work tree, or its "
                 "folder); move the file in, or allow its folder with obc --allow-dir DIR")
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -133,14 +133,13 @@ class Embedding:
 def _read_at_most(resolved: Path, info: os.stat_result, limit: int) -> bytes:
     """Read up to limit + 1 bytes of the file checked as `info`, refusing a swapped file."""
     try:
-        fd = os.open(resolved, _OPEN_FLAGS)
+        with os.fdopen(os.open(resolved, _OPEN_FLAGS), "rb") as stream:
+            opened = os.fstat(stream.fileno())
+            if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+                raise SourceError("changed while obc was reading it")
+            return stream.read(limit + 1)
     except OSError as error:
         raise SourceError(error.strerror or str(error)) from error
-    with os.fdopen(fd, "rb") as stream:
-        opened = os.fstat(fd)
-        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
-            raise SourceError("changed while obc was reading it")
-        return stream.read(limit + 1)
 
 
 def _decode(data: bytes) -> str:

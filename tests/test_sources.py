@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler import pipeline
+from compiler import pipeline, sources
 from compiler.pipeline import compile_files
 from tests.diagnostics.corpus import unblocked
 from tests.diagnostics.harness import run_obc
@@ -216,3 +216,18 @@ def test_a_script_over_the_limit_is_not_given_to_shellcheck(repo, monkeypatch):
 
     assert problem.message.startswith("the job.sh of this run file would be 2,1")
     assert checked == []
+
+
+def test_a_file_swapped_after_the_check_is_not_read(repo, monkeypatch):
+    """Between the check and the open another file takes the name (a race on a shared
+    folder): what is opened must be the file that was checked."""
+    Path("c.txt").write_text("checked\n")
+    Path("other.txt").write_text(CANARY + "\n")
+    checked = sources.check_regular(Path("c.txt").resolve())
+    Path("other.txt").replace("c.txt")
+    monkeypatch.setattr(sources, "check_regular", lambda resolved: checked)
+    run_file(repo / "r.yaml", {"c.txt": "c.txt"})
+
+    (problem,) = compile_files([Path("r.yaml")]).diagnostics
+
+    assert problem.message == "file 'c.txt': changed while obc was reading it"
