@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .diagnostics import Diagnostic, ObcError, printable
+from .diagnostics import Diagnostic, ObcError
 from .pipeline import compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
+from .sources import allowed_folders
+from .text import visible
 from .write import MODE, Change, apply, plan
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -36,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     inputs = argparse.ArgumentParser(add_help=False, parents=[formats])
     inputs.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                         help="run files, or folders of *.yaml and *.yml run files")
+    inputs.add_argument("--allow-dir", action="append", type=Path, default=[], metavar="DIR",
+                        help="a folder outside the project whose files run files may embed "
+                             "(repeatable)")
 
     compile_ = commands.add_parser("compile", parents=[inputs], help="write OUT/<id>/job.sh")
     compile_.add_argument("-o", "--out", type=Path, default=Path("out"),
@@ -74,17 +79,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    problems = compile_files(args.paths).diagnostics
+    problems = compile_files(args.paths, allowed=allowed_folders(args.allow_dir)).diagnostics
     _report(args.format, problems)
     return EXIT_INVALID if problems else EXIT_OK
 
 
 def _compile(args: argparse.Namespace) -> int:
-    result = compile_files(args.paths, args.out)
+    result = compile_files(args.paths, args.out, allowed_folders(args.allow_dir))
     if result.diagnostics:
         _report(args.format, result.diagnostics)
         return EXIT_INVALID
-    changes = plan(args.out, result.scripts, prune=args.prune)
+    try:
+        changes = plan(args.out, result.scripts, prune=args.prune)
+    except OSError as error:  # OUT or a folder in it cannot be read
+        raise ObcError(f"{error.filename}: cannot read: {error.strerror or error}") from error
     if args.check:
         return _check(args, changes)
     _report(args.format, [])
@@ -131,7 +139,7 @@ def _drift_message(change: Change) -> str:
 def _report_writes(done: list[Change]) -> None:
     for change in done:
         if change.status == "removed":
-            print(f"obc: removed {printable(str(change.path))}: {printable(change.reason)}",
+            print(f"obc: removed {visible(str(change.path))}: {visible(change.reason)}",
                   file=sys.stderr)
     counts = {status: sum(change.status == status for change in done)
               for status in ("written", "unchanged", "removed")}

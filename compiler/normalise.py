@@ -11,7 +11,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from .load import Path_
+from .load import CONFIG_FIELD, Path_
 from .model import (
     DEFAULT_IMAGE,
     DEFAULT_SLURM_SIGNAL,
@@ -31,7 +31,6 @@ from .rules import AXOLOTL_CONFIG_NAME
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
 DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"
 AXOLOTL_ENV = (("AXOLOTL_DO_NOT_TRACK", "1"),)
-CONFIG_FIELD: Path_ = ("trainer", "axolotl", "config")
 # Step name and Axolotl command, in the order they run.
 AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the

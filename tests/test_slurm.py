@@ -7,12 +7,19 @@ an admin would, follows it with scontrol, and reads what the stub trainer record
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 
 from compiler.pipeline import compile_files
+from compiler.rules.sbatch_options import (
+    NEWER_SBATCH_OPTIONS,
+    SBATCH_22_05_OPTIONS,
+    SBATCH_OPTIONS,
+    sbatch_matches,
+)
 from tests.conftest import REPO, Sandbox, compile_text, container_name, write_script
 from tests.engines import trainer_records
 from tests.slurm_cluster import SlurmCluster, missing_programs
@@ -289,3 +296,61 @@ slurm: {time: 1, signal: "B:TERM@60"}
     # (Slurm's first check may come before the step has started.)
     for record in sandbox.records():
         slurm.wait_for(lambda pid=record["pid"]: not _running(pid), 30, "the step to end")
+
+
+# --- how sbatch reads options: the grounds of obc's rules for slurm.extra ----------------
+
+def _getopt_reads(slurm: SlurmCluster, option: str) -> str:
+    """How sbatch's getopt_long takes `--option=1`: "unknown", "ambiguous" or "an option".
+    (--test-only first, and a script that does not exist: nothing is ever submitted.)"""
+    stderr = slurm.run("sbatch", "--test-only", f"--{option}=1", "/nonexistent/job.sh").stderr
+    if "unrecognized option" in stderr:
+        return "unknown"
+    return "ambiguous" if "is ambiguous" in stderr else "an option"
+
+
+def _obc_reads(option: str) -> str:
+    matches = sbatch_matches(option, SBATCH_22_05_OPTIONS)
+    return "unknown" if not matches else "an option" if len(matches) == 1 else "ambiguous"
+
+
+def test_sbatch_22_05_knows_every_option_obc_lists_for_it_and_no_newer_one(slurm):
+    assert "slurm-wlm 22.05" in slurm.run("sbatch", "--version").stdout
+    answers = {name: _getopt_reads(slurm, name) for name in SBATCH_OPTIONS}
+
+    assert {answers[name] for name in SBATCH_22_05_OPTIONS} == {"an option"}
+    # A newer option is unknown to it, or (--extra) an abbreviation of an older one.
+    assert {name for name in NEWER_SBATCH_OPTIONS if answers[name] != "unknown"} == {"extra"}
+    assert _getopt_reads(slurm, "nodes-x") == "unknown"
+
+
+def test_sbatch_takes_an_abbreviation_exactly_as_obc_expects(slurm):
+    prefixes = sorted({name[:end] for name in SBATCH_22_05_OPTIONS
+                       for end in range(1, len(name))})
+
+    differ = {prefix: (_getopt_reads(slurm, prefix), _obc_reads(prefix)) for prefix in prefixes
+              if _getopt_reads(slurm, prefix) != _obc_reads(prefix)}
+
+    assert len(prefixes) > 500 and differ == {}
+
+
+def test_what_obc_refuses_in_slurm_extra_is_what_sbatch_misreads(slurm, tmp_path):
+    extra = ["--comment=ticket#4711", "--requeu", "--signa=KILL@60", "--partitio=debug",
+             "--ntasks-per-nod=4"]
+    (tmp_path / "run.yaml").write_text(
+        "version: 1\nid: misread\nruntime: {kind: native}\nsteps: [{name: a, run: [x]}]\n"
+        "slurm: {partition: gpu, output: 'logs/run#1-%j.out', extra: [" + ", ".join(extra)
+        + "]}\n")
+    refused = {d.field for d in compile_files([tmp_path / "run.yaml"]).diagnostics}
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH --partition=gpu\n#SBATCH --output=logs/run#1-%j.out\n"
+                      + "".join(f"#SBATCH {option}\n" for option in extra) + "true\n")
+
+    verbose = slurm.run("sbatch", "--test-only", "-v", str(script)).stderr
+    settings = dict(re.findall(r"^sbatch: ([a-z-]+) +: (.*)$", verbose, re.MULTILINE))
+
+    assert refused == {"slurm.output", *(f"slurm.extra[{i}]" for i in range(len(extra)))}
+    assert settings["output"].endswith("/logs/run")  # '#' ended the value
+    assert settings["comment"] == "ticket"
+    assert (settings["requeue"], settings["signal"]) == ("requeue", "KILL")
+    assert (settings["partition"], settings["ntasks-per-node"]) == ("debug", "4")

@@ -60,6 +60,8 @@ slurm:
   extra: [--nodes=3, --export=ALL, "--mail-user=$USER", --exclusive, -N2]
 """)
     words = "Slurm reads #SBATCH values as written: no spaces, no quotes, no $VARIABLES"
+    extra = ("write a long option such as --exclusive or --mail-type=END, without '#' (sbatch "
+             f"ends a value at '#'); {words}")
     assert found == [
         "3:25 runtime.gpus: Slurm picks the GPUs when slurm.gpus_per_node is set; leave "
         "runtime.gpus at all (the default)",
@@ -73,16 +75,15 @@ slurm:
         f"\"2-00:00:00\"; {words}",
         f"10:8 slurm.mem: '10GB': write a size such as 200G, 512M or 0 (all the node's "
         f"memory); {words}",
-        f"11:11 slurm.output: '~/logs/%j.out': an output path has no spaces, quotes or '\\\\', "
-        f"and no '~' at the start (Slurm does not expand it: write the absolute path); {words}",
+        f"11:11 slurm.output: '~/logs/%j.out': an output path has no spaces, quotes, '\\\\' or "
+        f"'#' (sbatch ends a value at '#'), and no '~' at the start (Slurm does not expand it: "
+        f"write the absolute path); {words}",
         f"12:13 slurm.job_name: \"a'b\": a job name is letters, digits, '_', '.' or '-'; {words}",
         "15:11 slurm.extra[0]: --nodes is set by slurm.nodes; use that field",
         "15:22 slurm.extra[1]: --export cannot be given: the job needs the submitter's "
         "environment, secrets included, by name; put values in env: instead",
-        f"15:36 slurm.extra[2]: '--mail-user=$USER': write a long option such as --exclusive "
-        f"or --mail-type=END; {words}",
-        f"15:70 slurm.extra[4]: '-N2': write a long option such as --exclusive or "
-        f"--mail-type=END; {words}",
+        f"15:36 slurm.extra[2]: '--mail-user=$USER': {extra}",
+        f"15:70 slurm.extra[4]: '-N2': {extra}",
     ]
 
 

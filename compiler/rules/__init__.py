@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from . import names, paths, runtime, slurm, steps, stop
+from . import engine_options, names, paths, runtime, slurm, steps, stop, system_limits
 from .common import Problem, get
 from .steps import AXOLOTL_CONFIG_NAME
 
@@ -27,3 +27,5 @@ def check(data: Any) -> Iterator[Problem]:
     yield from slurm.check(data)
     yield from paths.check(data)
     yield from stop.check(data)
+    yield from engine_options.check(data)
+    yield from system_limits.check(data)

@@ -3,6 +3,7 @@ mounts."""
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,8 +56,9 @@ def _mounts(data: dict) -> Iterator[Problem]:
         return
     for i, mount in enumerate(mounts):
         target = get(mount, "target")
-        if isinstance(target, str) and target.rstrip("/") in (CONTAINER_RUN_DIR,
-                                                              CONTAINER_CACHE_DIR, ""):
+        # The engine cleans a target ('/workspace//run/.' is /workspace/run) before it mounts.
+        clean = "/" + posixpath.normpath(target).lstrip("/") if isinstance(target, str) else None
+        if clean in (CONTAINER_RUN_DIR, CONTAINER_CACHE_DIR, "/"):
             yield Problem(("runtime", "mounts", i, "target"),
                           f"{show(target)} is taken by the job's own mounts")
 

@@ -7,42 +7,16 @@ included), exit 1, and leave the output folder uncreated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-
 import pytest
 
-from tests.diagnostics.harness import run_obc
-
-# A valid run file of four lines; cases append to it from line 5.
-BASE = "version: 1\nid: r\nruntime: {kind: docker}\nsteps: [{name: a, run: [x]}]\n"
-STEPS = "steps: [{name: a, run: [x]}]\n"
-
-
-def with_runtime(runtime: str) -> str:
-    """A run file whose runtime mapping (block style, from line 3) is `runtime`."""
-    return f"version: 1\nid: r\nruntime:\n{runtime}{STEPS}"
-
-
-def with_steps(steps: str) -> str:
-    """A run file whose steps list (block style, from line 4) is `steps`."""
-    return f"version: 1\nid: r\nruntime: {{kind: docker}}\nsteps:\n{steps}"
-
-
-@dataclass(frozen=True)
-class Case:
-    text: str | bytes
-    line: int
-    column: int
-    field: str
-    words: tuple[str, ...]
-    attachments: dict[str, str | bytes] = field(default_factory=dict)
-
-
-def case(name: str, text: str | bytes, line: int, column: int, field_: str,  # noqa: PLR0913
-         *words: str, attachments: dict[str, str | bytes] | None = None):
-    """One row of the corpus: the run file, where its problem is, and what the message says."""
-    return pytest.param(Case(text, line, column, field_, words, attachments or {}), id=name)
+from tests.diagnostics.corpus import (
+    BASE,
+    STEPS,
+    assert_reported_once,
+    case,
+    with_runtime,
+    with_steps,
+)
 
 
 def alias_bomb(levels: int = 9) -> str:
@@ -411,32 +385,12 @@ RULES = [
 ]
 
 
-def write_case(folder: Path, bad: Case) -> Path:
-    for name, content in bad.attachments.items():
-        path = folder / name
-        path.write_bytes(content if isinstance(content, bytes) else content.encode())
-    run_file = folder / "run.yaml"
-    run_file.write_bytes(bad.text if isinstance(bad.text, bytes) else bad.text.encode())
-    return run_file
-
-
 @pytest.mark.parametrize("bad", [*YAML_TRAPS, *SCHEMA, *RULES])
 @pytest.mark.parametrize("command", ["validate", "compile"])
 def test_each_bad_file_is_reported_once_at_the_exact_place(bad, command, tmp_path,
                                                            monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write_case(tmp_path, bad)
-    out = ["-o", "out"] if command == "compile" else []
-    outcome = run_obc(command, "--format", "json", "run.yaml", *out)
-
-    assert outcome.code == 1, outcome
-    (found,) = outcome.diagnostics()
-    assert (found["file"], found["line"], found["column"], found["field"]) == (
-        "run.yaml", bad.line, bad.column, bad.field), found
-    said = found["message"] + " " + (found["hint"] or "")
-    for word in bad.words:
-        assert word in said, found
-    assert not (tmp_path / "out").exists()
+    assert_reported_once(bad, command, tmp_path)
 
 
 def test_the_corpus_covers_at_least_eighty_bad_files():

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.diagnostics.corpus import BASE, STEPS, assert_reported_once, case, with_runtime
 from tests.diagnostics.harness import run_obc
-from tests.diagnostics.test_corpus import BASE, STEPS, case, with_runtime, write_case
 
 NATIVE = "version: 1\nid: r\nruntime: {kind: native}\n" + STEPS
 TOKEN = "hf_" + "aB3" * 12
@@ -84,17 +84,7 @@ BAD = [
 def test_each_job_rule_is_reported_once_at_the_exact_place(bad, command, tmp_path,
                                                            monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write_case(tmp_path, bad)
-    out = ["-o", "out"] if command == "compile" else []
-    outcome = run_obc(command, "--format", "json", "run.yaml", *out)
-    assert outcome.code == 1, outcome
-    (found,) = outcome.diagnostics()
-    assert (found["line"], found["column"], found["field"]) == (
-        bad.line, bad.column, bad.field), found
-    said = found["message"] + " " + (found["hint"] or "")
-    for word in bad.words:
-        assert word in said, found
-    assert not (tmp_path / "out").exists()
+    assert_reported_once(bad, command, tmp_path)
 
 
 GOOD = [
