@@ -20,6 +20,8 @@ from .lockfile import default_lock_path, format_lock
 from .pipeline import compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
+from .sources import allowed_folders
+from .text import visible
 from .write import MODE, Change, apply, plan, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -39,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     inputs = argparse.ArgumentParser(add_help=False, parents=[formats])
     inputs.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                         help="run files, or folders of *.yaml and *.yml run files")
+    inputs.add_argument("--allow-dir", action="append", type=Path, default=[], metavar="DIR",
+                        help="a folder outside the project whose files run files may embed "
+                             "(repeatable)")
 
     locked = argparse.ArgumentParser(add_help=False)
     locked.add_argument("--lock", type=Path, metavar="FILE",
@@ -52,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--check", action="store_true",
                           help="write nothing; exit 1 if OUT is not what compile would write")
     compile_.add_argument("--diff", action="store_true", help="with --check, print diffs")
+    compile_.add_argument("--prune", action="store_true",
+                          help="also remove obc's scripts in OUT that these inputs do not "
+                               "produce (by default only those whose run file is gone)")
     compile_.add_argument("--require-digests", action="store_true",
                           help="fail on an image that is neither pinned by digest nor locked")
     lock = commands.add_parser("lock", parents=[inputs, locked],
@@ -94,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    problems = compile_files(args.paths).diagnostics
+    problems = compile_files(args.paths, allowed=allowed_folders(args.allow_dir)).diagnostics
     _report(args.format, problems)
     return EXIT_INVALID if problems else EXIT_OK
 
@@ -106,12 +114,15 @@ def _lock_file(args: argparse.Namespace) -> Path:
 def _compile(args: argparse.Namespace) -> int:
     if args.lock is not None and not args.lock.is_file():
         raise ObcError(f"{args.lock}: no such lock file")
-    result = compile_files(args.paths, args.out, _lock_file(args),
-                           require_digests=args.require_digests)
+    result = compile_files(args.paths, args.out, allowed=allowed_folders(args.allow_dir),
+                           lock=_lock_file(args), require_digests=args.require_digests)
     if result.diagnostics:
         _report(args.format, result.diagnostics)
         return EXIT_INVALID
-    changes = plan(args.out, result.scripts)
+    try:
+        changes = plan(args.out, result.scripts, prune=args.prune)
+    except OSError as error:  # OUT or a folder in it cannot be read
+        raise ObcError(f"{error.filename}: cannot read: {error.strerror or error}") from error
     if args.check:
         return _check(args, changes)
     _report(args.format, [])
@@ -127,7 +138,7 @@ def _report(format_: str, problems: list[Diagnostic]) -> None:
 
 def _check(args: argparse.Namespace, changes: list[Change]) -> int:
     """Report how OUT differs from what compile would write; 1 if it does, 0 if not."""
-    drift = [change for change in changes if change.status != "unchanged"]
+    drift = [change for change in changes if change.status not in ("unchanged", "kept")]
     fix = shlex.join(["obc", "compile", *map(str, args.paths), "-o", str(args.out)])
     # Text output ends with one line naming the fix; annotations and JSON must stand alone.
     hint = None if args.format == "text" else f"to fix, run: {fix}"
@@ -149,25 +160,23 @@ def _drift_message(change: Change) -> str:
     if change.status == "missing":
         return "missing; compile would write it"
     if change.status == "stale":
-        return f"stale: {_why_stale(change)}; compile would remove it"
+        return f"stale: {change.reason}; compile would remove it"
     if change.old == change.new:
         return f"has mode {change.old_mode:04o}; compile would make it {MODE:04o}"
     return "differs from what compile would write"
 
 
-def _why_stale(change: Change) -> str:
-    source = change.source()
-    return f"no input has id '{change.path.parent.name}'" + (
-        f" (it was generated from {source})" if source else "")
-
-
 def _report_writes(done: list[Change]) -> None:
     for change in done:
         if change.status == "removed":
-            print(f"obc: removed {change.path}: {_why_stale(change)}", file=sys.stderr)
+            print(f"obc: removed {visible(str(change.path))}: {visible(change.reason)}",
+                  file=sys.stderr)
     counts = {status: sum(change.status == status for change in done)
               for status in ("written", "unchanged", "removed")}
-    print("obc: " + ", ".join(f"{n} {status}" for status, n in counts.items()), file=sys.stderr)
+    kept = sum(change.status == "kept" for change in done)
+    print("obc: " + ", ".join(f"{n} {status}" for status, n in counts.items())
+          + (f", {kept} kept (their run files exist but were not given; --prune removes "
+             "them)" if kept else ""), file=sys.stderr)
 
 
 def _lock(args: argparse.Namespace) -> int:

@@ -23,6 +23,8 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
 
 from .diagnostics import Diagnostic, ObcError, field_path
+from .project import shown
+from .text import describe_character, find_invisible
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 32
@@ -33,6 +35,8 @@ MAX_VALUES = 10_000
 MAX_TEXT = 2 * MAX_FILE_BYTES
 
 Path_ = tuple[str | int, ...]
+# The field whose string names a file to embed, and whose mapping is embedded as a file.
+CONFIG_FIELD: Path_ = ("trainer", "axolotl", "config")
 
 _YAML_TAG = "tag:yaml.org,2002:"
 _CORE_TAGS = {_YAML_TAG + name for name in ("str", "int", "float", "bool", "null")}
@@ -80,8 +84,10 @@ class LoadError(Exception):
 
 
 def display_name(path: Path) -> str:
-    """Return how a file is named in diagnostics and headers: relative, never absolute."""
-    return Path(os.path.relpath(path.absolute())).as_posix()
+    """Return how a file is named in diagnostics and headers: relative, never absolute, and
+    one line of visible text: bytes that are not UTF-8 as \\xe9, control and invisible
+    characters as \\x1b or \\u202e (a name must not rewrite a terminal or the header)."""
+    return shown(Path(os.path.relpath(path.absolute())))
 
 
 def load_source(path: Path) -> tuple[Source, list[Diagnostic]]:
@@ -158,6 +164,12 @@ def _compose(text: str) -> Node:
                         "stands for a control character") from error
     except YAMLError as error:  # unmarked: rare, but never a traceback
         raise LoadError(Mark(1, 1), f"not valid YAML: {' '.join(str(error).split())}") from error
+    except AssertionError as error:  # ruamel asserts on %YAML 1.0, 1.3, 1.11 (1.x, x not 1 or 2)
+        directive = _VERSION_DIRECTIVE.search(text)
+        if directive is None:
+            raise
+        raise _unsupported_version(_mark_of_offset(text, directive.start()),
+                                   directive.group(1)) from error
     if node is None:
         raise LoadError(Mark(1, 1), "file is empty; a run file is a mapping with 'version', 'id', "
                         "'runtime' and 'trainer' or 'steps'")
@@ -190,9 +202,14 @@ def _screen_document(event: ev.DocumentStartEvent, number: int, mark: Mark) -> N
         raise LoadError(mark, "file holds more than one YAML document",
                         "a run file is one document: remove the second '---'")
     if event.version not in (None, (1, 2)):
-        version = ".".join(map(str, event.version))
-        raise LoadError(mark, f"obc reads YAML 1.2, not YAML {version}",
-                        "remove the %YAML directive")
+        raise _unsupported_version(mark, ".".join(map(str, event.version)))
+
+
+def _unsupported_version(mark: Mark, version: str) -> LoadError:
+    return LoadError(mark, f"obc reads YAML 1.2, not YAML {version}", "remove the %YAML directive")
+
+
+_VERSION_DIRECTIVE = re.compile(r"^%YAML[ \t]+([0-9]+\.[0-9]+)", re.MULTILINE)
 
 
 def _shorthand(tag: str) -> str:
@@ -400,22 +417,20 @@ def _text(node: Node, value: str, path: Path_) -> str:
     except UnicodeEncodeError as error:
         raise LoadError(_mark(node), "string holds a lone surrogate (\\uD800-\\uDFFF), "
                         "which is not text", "remove the escape", path) from error
+    invisible = find_invisible(value) if is_script_text(path) else None
+    if invisible:
+        raise LoadError(_mark(node), f"string holds {describe_character(invisible)}, which is "
+                        "invisible or reorders the text around it", "the script would show "
+                        "differently from what it runs (Trojan Source); remove it", path)
     return value
 
 
-def read_attachment(source: Source, relative: str) -> str:
-    """Return the text of a file named relative to the run file; raise OSError or ValueError."""
-    path = source.directory / relative
-    with path.open("rb") as stream:
-        data = stream.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError("is larger than 1 MiB")
-    if b"\0" in data:
-        raise ValueError("contains a NUL byte; only text files can be embedded")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError("is not UTF-8 text") from error
+def is_script_text(path: Path_) -> bool:
+    """Whether a string reaches the script as code or header text: all but extension keys
+    (`x-*`, ignored) and an inline Axolotl config, which is embedded content, kept exact."""
+    top = path[0] if path else ""
+    inline_config = len(path) > len(CONFIG_FIELD) and path[:len(CONFIG_FIELD)] == CONFIG_FIELD
+    return not (isinstance(top, str) and top.startswith("x-")) and not inline_config
 
 
 def parse_mapping(text: str) -> dict[str, Any]:

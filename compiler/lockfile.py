@@ -16,6 +16,7 @@ from pathlib import Path
 from .diagnostics import Diagnostic, ObcError, field_path
 from .load import Source
 from .model import Job
+from .project import git_work_tree
 
 LOCK_NAME = "obc.lock"
 HEADER = (
@@ -41,20 +42,13 @@ class Lock:
 def default_lock_path(paths: Iterable[Path]) -> Path:
     """Return where the project's lock is: obc.lock at the top of the git work tree that
     holds the run files, else in the current directory."""
-    roots = {_work_tree(path) for path in paths}
+    roots = {git_work_tree(path if path.is_dir() else path.parent) for path in paths}
     if len(roots) > 1:
         found = ", ".join(sorted(str(root or Path.cwd()) for root in roots))
         raise ObcError(f"the run files are in different projects ({found}): name the lock "
                        "file with --lock FILE")
     root = roots.pop() if roots else None
     return Path(os.path.relpath(root / LOCK_NAME)) if root else Path(LOCK_NAME)
-
-
-def _work_tree(path: Path) -> Path | None:
-    folder = path.resolve()
-    folder = folder if folder.is_dir() else folder.parent
-    # `.git` is a folder in a clone and a file in a worktree or submodule.
-    return next((f for f in (folder, *folder.parents) if (f / ".git").exists()), None)
 
 
 def read_lock(path: Path) -> tuple[Lock, list[Diagnostic]]:

@@ -13,18 +13,27 @@ DEFAULT_IMAGE = (
     "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1"
     "@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b"
 )
+# Seconds a stopped step has between TERM and KILL: a trainer that saves on TERM needs more
+# than the engines' 10 s. And the signal Slurm sends the script before the time limit.
+DEFAULT_STOP_TIMEOUT = 60
+DEFAULT_SLURM_SIGNAL = "B:TERM@120"
 CONTAINER_RUN_DIR = "/workspace/run"
 CONTAINER_CACHE_DIR = "/workspace/hf-cache"
+# A container that does not run as root gets a HOME it can write, inside the run dir.
+CONTAINER_HOME = f"{CONTAINER_RUN_DIR}/.obc/home"
 
 Gpus = Literal["all", "none"] | tuple[str, ...]
+Nodes = Literal["all", "first"]
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One program run in the run dir; `argv[0]` is the program as the run file names it."""
+    """One program run in the run dir; `argv[0]` is the program as the run file names it.
+    In a job on several nodes, `nodes` says whether srun starts it on every node."""
 
     name: str
     argv: tuple[str, ...]
+    nodes: Nodes = "first"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +66,12 @@ class Mount:
     readonly: bool
 
 
+# Who a container's steps run as: the user who starts the job (its uid and gid), root, or
+# an explicit "uid:gid".
+User = str
+INVOKER, ROOT = "invoker", "root"
+
+
 @dataclass(frozen=True, slots=True)
 class Container:
     """Steps run with `engine run`, one container per step."""
@@ -66,21 +81,29 @@ class Container:
     shm_size: str | None
     mounts: tuple[Mount, ...]
     extra_args: tuple[str, ...]
+    user: User = INVOKER
+    # A job on several nodes shares the hosts' network: the rendezvous and NCCL need the
+    # nodes' own addresses.
+    host_network: bool = False
+
+    @property
+    def host_ipc(self) -> bool:
+        """Whether the container shares the host's IPC namespace (and so its /dev/shm): the
+        default, which NCCL and data loaders want; a `shm_size` asks for a private /dev/shm of
+        that size instead (podman refuses the two together, docker ignores the size)."""
+        return self.shm_size is None
+
+    @property
+    def as_root(self) -> bool:
+        return self.user == ROOT
 
 
 @dataclass(frozen=True, slots=True)
 class Native:
-    """Steps run on the machine, their programs from `venv/bin/` or from PATH."""
+    """Steps run on the machine, their programs found on PATH with `venv/bin` first."""
 
     venv: str | None
     env_file: str | None
-
-    def program(self, name: str) -> str:
-        """Return where a step's program is: in the venv unless the name is a path."""
-        if self.venv is None or "/" in name:
-            return name
-        return f"{self.venv.rstrip('/')}/bin/{name}"
-
 
 
 # The variables a multi-node job exports to every step (README, "Running on Slurm").
@@ -106,14 +129,24 @@ class Slurm:
     constraint: str | None
     rendezvous_port: int
     extra: tuple[str, ...]
-    # With nodes > 1: the steps srun starts on every node (the others run once, here), and
-    # the one launched with torchrun across the nodes (Axolotl's train), if any.
-    node_steps: tuple[str, ...]
+    # With nodes > 1: the step launched with torchrun across the nodes (Axolotl's train), if
+    # any.
     torchrun_step: str | None
 
     @property
     def multi_node(self) -> bool:
         return self.nodes > 1
+
+    @property
+    def signal_name(self) -> str:
+        """The signal Slurm sends the script before the time limit: `B:USR1@300` → USR1."""
+        return self.signal.rpartition(":")[2].partition("@")[0].removeprefix("SIG")
+
+    @property
+    def signal_lead(self) -> int:
+        """How many seconds before the time limit it comes (Slurm's default is 60)."""
+        _, at, seconds = self.signal.partition("@")
+        return int(seconds) if at else 60
 
     @property
     def directives(self) -> tuple[str, ...]:
@@ -145,20 +178,27 @@ def lookup(program: str) -> Literal["path", "absolute", "run_dir"]:
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """Everything the script needs, defaults applied; paths as written (`~` not expanded)."""
+    """Everything the script needs, defaults applied; paths as written (`~` and `${NAME}`
+    are expanded by the script where it runs)."""
 
     id: str
     source_file: str
+    obc_version: str
     description: str | None
     runtime: Container | Native
     gpus: Gpus
     run_dir: str
     # None for a native job that sets no cache dir: Hugging Face then uses its own default.
     cache_dir: str | None
+    # The run dir may sit in a folder the team shares (paths.shared): it and the folders
+    # above it may be another user's or group-writable.
+    shared: bool
     steps: tuple[Step, ...]
     files: tuple[EmbeddedFile, ...]
     env: tuple[tuple[str, str], ...]
     secrets: tuple[Secret, ...]
+    # Seconds between the TERM that stops a step and the KILL that ends it.
+    stop_timeout: int
     slurm: Slurm | None = None
 
     @property
@@ -171,14 +211,31 @@ class Job:
 
     @property
     def programs(self) -> tuple[str, ...]:
-        """The distinct programs a native job runs, where it finds them, in step order."""
+        """The distinct programs a native job runs, in step order."""
         if self.native is None:
             return ()
-        return tuple(dict.fromkeys(self.native.program(step.argv[0]) for step in self.steps))
+        return tuple(dict.fromkeys(step.argv[0] for step in self.steps))
 
     @property
-    def container_name(self) -> str:
+    def file_folders(self) -> tuple[str, ...]:
+        """The folders the embedded files go in, outermost first: a/b/c.py → a, a/b."""
+        folders = []
+        for file in self.files:
+            parts = file.path.split("/")[:-1]
+            folders += ["/".join(parts[: i + 1]) for i in range(len(parts))]
+        return tuple(dict.fromkeys(folders))
+
+    @property
+    def container_prefix(self) -> str:
+        """The start of the container names; the script adds the run dir's own part."""
         return f"overbrainer-{self.id}"
+
+    @property
+    def node_steps(self) -> tuple[str, ...]:
+        """The steps srun starts on every node of a job on several nodes."""
+        if self.slurm is None or not self.slurm.multi_node:
+            return ()
+        return tuple(step.name for step in self.steps if step.nodes == "all")
 
     @property
     def gpu_args(self) -> tuple[str, ...]:

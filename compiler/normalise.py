@@ -12,9 +12,12 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from .load import Path_
+from .load import CONFIG_FIELD, Path_
 from .model import (
     DEFAULT_IMAGE,
+    DEFAULT_SLURM_SIGNAL,
+    DEFAULT_STOP_TIMEOUT,
+    INVOKER,
     Container,
     EmbeddedFile,
     Job,
@@ -29,14 +32,11 @@ from .rules import AXOLOTL_CONFIG_NAME
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
 DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"
 AXOLOTL_ENV = (("AXOLOTL_DO_NOT_TRACK", "1"),)
-CONFIG_FIELD: Path_ = ("trainer", "axolotl", "config")
 # Step name and Axolotl command, in the order they run.
 AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
-# run dir may not exist before the job creates it); TERM to the script two minutes before
-# the time limit, so that the trap has time to stop a container.
+# run dir may not exist before the job creates it).
 DEFAULT_SLURM_OUTPUT = "%x-%j.out"
-DEFAULT_SLURM_SIGNAL = "B:TERM@120"
 DEFAULT_RENDEZVOUS_PORT = 29500
 
 
@@ -51,7 +51,7 @@ def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
 
 
 def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, str],
-              digests: Mapping[str, str]) -> Job:
+              digests: Mapping[str, str], obc_version: str) -> Job:
     """Return the job a valid run file describes; `attachments` holds the files it names,
     `digests` the image lock (tag → digest, from obc.lock)."""
     runtime = data["runtime"]
@@ -59,25 +59,28 @@ def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, s
     job_id = data["id"]
     paths = data.get("paths", {})
     cache_default = None if kind == "native" else DEFAULT_CACHE_DIR
-    steps = _steps(data)
+    slurm = _slurm(data["slurm"], job_id, "trainer" in data) if "slurm" in data else None
     return Job(
         id=job_id,
         source_file=source_file,
+        obc_version=obc_version,
         description=data.get("description"),
-        runtime=_runtime(runtime, digests),
+        runtime=_runtime(runtime, digests, multi_node=slurm is not None and slurm.multi_node),
         gpus=_gpus(runtime.get("gpus", "all")),
         run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
         cache_dir=paths.get("cache_dir", cache_default),
-        steps=steps,
+        shared=paths.get("shared", False),
+        steps=_steps(data),
         files=_files(data, attachments),
         env=_env(data),
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
-        slurm=_slurm(data["slurm"], job_id, steps, "trainer" in data) if "slurm" in data
-        else None,
+        stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
+        slurm=slurm,
     )
 
 
-def _runtime(runtime: dict[str, Any], digests: Mapping[str, str]) -> Container | Native:
+def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,
+             multi_node: bool) -> Container | Native:
     if runtime["kind"] == "native":
         return Native(venv=runtime.get("venv"), env_file=runtime.get("env_file"))
     image = runtime.get("image", DEFAULT_IMAGE)
@@ -89,6 +92,8 @@ def _runtime(runtime: dict[str, Any], digests: Mapping[str, str]) -> Container |
         mounts=tuple(Mount(m["source"], m["target"], m.get("readonly", False))
                      for m in runtime.get("mounts", ())),
         extra_args=tuple(runtime.get("extra_args", ())),
+        user=str(runtime.get("user", INVOKER)),
+        host_network=multi_node,
     )
 
 
@@ -97,17 +102,25 @@ def _gpus(gpus: str | list[int | str]) -> str | tuple[str, ...]:
 
 
 def _steps(data: dict[str, Any]) -> tuple[Step, ...]:
-    if "steps" in data:
-        return tuple(Step(step["name"], tuple(step["run"])) for step in data["steps"])
-    axolotl = data["trainer"]["axolotl"]
+    """The trainer's steps, then the explicit ones; only train runs on every node unless a
+    step says otherwise."""
+    trainer = _axolotl_steps(data["trainer"]["axolotl"]) if "trainer" in data else ()
+    return trainer + tuple(
+        Step(step["name"], tuple(step["run"]),
+             step.get("nodes", "all" if step["name"] == "train" else "first"))
+        for step in data.get("steps", ()))
+
+
+def _axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
     enabled = {"preprocess": axolotl.get("preprocess", False), "train": True,
                "merge": axolotl.get("merge", False)}
-    return tuple(Step(name, ("axolotl", command, AXOLOTL_CONFIG_NAME))
+    extra = {"train": tuple(axolotl.get("args", ()))}
+    return tuple(Step(name, ("axolotl", command, AXOLOTL_CONFIG_NAME, *extra.get(name, ())),
+                      "all" if name == "train" else "first")
                  for name, command in AXOLOTL_STEPS if enabled[name])
 
 
-def _slurm(slurm: dict[str, Any], job_id: str, steps: tuple[Step, ...],
-           axolotl: bool) -> Slurm:
+def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool) -> Slurm:
     time = slurm.get("time")
     return Slurm(
         job_name=slurm.get("job_name", job_id),
@@ -125,8 +138,7 @@ def _slurm(slurm: dict[str, Any], job_id: str, steps: tuple[Step, ...],
         constraint=slurm.get("constraint"),
         rendezvous_port=slurm.get("rendezvous_port", DEFAULT_RENDEZVOUS_PORT),
         extra=tuple(slurm.get("extra", ())),
-        # Axolotl trains on every node; its preprocess and merge run once.
-        node_steps=("train",) if axolotl else tuple(step.name for step in steps),
+        # Axolotl's train is launched with torchrun across the nodes.
         torchrun_step="train" if axolotl else None,
     )
 
@@ -146,7 +158,8 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str]) -> tuple[Embedde
 
 
 def _env(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    env = {name: str(value) for name, value in data.get("env", {}).items()}
+    env = {name: str(value["value"] if isinstance(value, dict) else value)
+           for name, value in data.get("env", {}).items()}
     defaults = AXOLOTL_ENV if "trainer" in data else ()
     return tuple((name, value) for name, value in defaults if name not in env) + tuple(
         env.items())

@@ -47,14 +47,38 @@ def join_words(words: list[str] | tuple[str, ...]) -> ShellText:
     return ShellText(" ".join(quote(word) for word in words))
 
 
+# `${NAME}` in a path: expanded where the job runs (README, "Paths").
+PATH_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
 def shell_path(path: str) -> ShellText:
-    """Return a path as a shell word, with a leading `~` expanded to `$HOME` where it runs."""
-    if path == "~":
-        return ShellText('"$HOME"')
-    if path.startswith("~/"):
-        rest = path[2:]
-        return ShellText('"$HOME"' + ("/" + quote(rest) if rest else "/"))
-    return quote(path)
+    """Return a path as one shell word: a leading `~` becomes `$HOME` and each `${NAME}` the
+    variable, expanded where the job runs (`-` keeps `set -u` quiet when preflight is about
+    to report it unset); everything else is quoted."""
+    if path == "~" or path.startswith("~/"):
+        path = "${HOME}" + path[1:]
+    parts = []
+    for i, part in enumerate(PATH_VARIABLE.split(path)):
+        if i % 2:
+            parts.append(f'"${{{part}-}}"')
+        elif part:
+            parts.append(quote(part))
+    return ShellText("".join(parts) or "''")
+
+
+def path_variables(path: str | None) -> tuple[str, ...]:
+    """Return the variables a path needs where the job runs, HOME for a leading `~`."""
+    if path is None:
+        return ()
+    home = ("HOME",) if path == "~" or path.startswith("~/") else ()
+    return tuple(dict.fromkeys((*home, *PATH_VARIABLE.findall(path))))
+
+
+def sourced_path(path: str) -> ShellText:
+    """Return a path for `.`: one without a `/` would be searched on PATH, so a relative
+    path is written `./path`, from the directory the job starts in."""
+    relative = not path.startswith(("/", "~", "${"))
+    return shell_path("./" + path if relative else path)
 
 
 def heredoc_delimiter(body: str) -> str | None:

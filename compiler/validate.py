@@ -16,7 +16,7 @@ from jsonschema import Draft7Validator, ValidationError, validators
 
 from . import rules
 from .diagnostics import Diagnostic, closest, describe, did_you_mean, field_path, show
-from .load import Path_, Source
+from .load import Path_, Source, is_script_text
 from .resources import run_schema
 
 # Keys and values that later versions of the format will give a meaning.
@@ -55,15 +55,20 @@ def validate(source: Source) -> list[Diagnostic]:
 
 
 def _rewritten_numbers(source: Source) -> Iterator[rules.Problem]:
-    """Env values YAML reads as integers but writes differently: `0x1F` would reach the job
-    as `31`, `007` as `7`, `1_000` as `1000`."""
-    env = source.data.get("env") if isinstance(source.data, dict) else None
-    for name, value in env.items() if isinstance(env, dict) else ():
-        raw = source.raw.get(("env", name))
-        if type(value) is int and raw is not None and raw != str(value):
-            yield rules.Problem(("env", name), f"YAML reads {raw} as the number {value}, "
-                                "which is what the job would get",
-                                f'quote it to pass it as written: {name}: "{raw}"')
+    """Integers YAML reads otherwise than they are written: `0x1F` would reach the job as
+    `31`, `0o17` sbatch as `15`, `007` as `7`, `1_000` as `1000`."""
+    for path, raw in source.raw.items():
+        value = _typed(source, path)
+        if not path or type(value) is not int or raw == str(value) or not is_script_text(path):
+            continue
+        read = f"YAML reads {raw} as the number {value}"
+        if path[0] == "env":
+            yield rules.Problem(path, f"{read}, which is what the job would get",
+                                f'quote it to pass it as written: {path[-1]}: "{raw}"')
+        else:
+            user = "sbatch" if path[0] == "slurm" else "obc"
+            yield rules.Problem(path, f"{read}, which is what {user} would use",
+                                f"write the number as {value}")
 
 
 def _translate(source: Source, error: ValidationError) -> Iterator[Diagnostic]:
@@ -148,6 +153,9 @@ def _simple_message(path: Path_, keyword: str, error: ValidationError) -> str:
         return _enum_message(path, error.instance, error.validator_value)
     if keyword == "const" and path == ("version",):
         return _version_message(error.instance, error.validator_value)
+    if keyword == "const":
+        value = error.validator_value
+        return f"can only be {str(value).lower() if isinstance(value, bool) else show(value)}"
     return _MESSAGES.get(keyword, lambda error: error.message)(error)
 
 

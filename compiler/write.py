@@ -21,13 +21,14 @@ from typing import Literal
 
 from .diagnostics import ObcError
 from .pipeline import SCRIPT_NAME, Script
-from .render import GENERATED_PREFIX
+from .project import resolve_source
+from .summary import GENERATED_PREFIX
 
 HEADER_PREFIX = "# " + GENERATED_PREFIX
 HEADER_SUFFIX = ". DO NOT EDIT."
 MODE = 0o755
 
-Status = Literal["written", "unchanged", "removed", "changed", "missing", "stale"]
+Status = Literal["written", "unchanged", "removed", "changed", "missing", "stale", "kept"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,8 @@ class Change:
     old: bytes | None = None
     new: bytes | None = None
     old_mode: int = MODE
+    # For an obc script no input produced: why it is stale, or kept.
+    reason: str = ""
 
     def diff(self) -> str:
         """Return a unified diff from the file on disk to what obc would write."""
@@ -79,12 +82,15 @@ def is_obc_file(path: Path) -> bool:
         return False
 
 
-def plan(out: Path, scripts: Iterable[Script]) -> list[Change]:
-    """Compare OUT with `scripts`: changed, missing, unchanged and stale files, in path order.
+def plan(out: Path, scripts: Iterable[Script], *, prune: bool = False) -> list[Change]:
+    """Compare OUT with `scripts`: changed, missing, unchanged, stale and kept files, in path
+    order. An obc script that no input produced is stale when its run file is gone, or was
+    compiled now into another id; with `prune`, always; else it is kept.
 
     Raises ObcError, naming every such path, if anything that is not obc's (a link, a folder,
     a file without the header) stands where a script must go: obc writes nothing then.
     """
+    scripts = list(scripts)
     wanted = {out / script.relative_path: script.text.encode() for script in scripts}
     conflicts = [problem for path in wanted if (problem := _conflict(out, path))]
     if conflicts:
@@ -93,9 +99,26 @@ def plan(out: Path, scripts: Iterable[Script]) -> list[Change]:
                        "that carry its generated-file header, and never follows or replaces a "
                        "link; move these away or delete them")
     changes = [_compare(path, text) for path, text in wanted.items()]
-    changes += [Change(path, "stale", path.read_bytes())
+    compiled = {script.job.source_file: script.job.id for script in scripts}
+    changes += [_unproduced(out, path, compiled, prune)
                 for path in _obc_files(out) if path not in wanted]
     return sorted(changes, key=lambda change: str(change.path))
+
+
+def _unproduced(out: Path, path: Path, compiled: dict[str, str], prune: bool) -> Change:
+    """What becomes of an obc script that no input produced this time."""
+    old = path.read_bytes()
+    source = Change(path, "stale", old).source()
+    if prune:
+        return Change(path, "stale", old, reason="not produced by these inputs (--prune)")
+    if source is None:
+        return Change(path, "stale", old, reason="its header names no run file")
+    if not resolve_source(source, out).is_file():
+        return Change(path, "stale", old, reason=f"its run file {source} is gone")
+    if source in compiled:
+        return Change(path, "stale", old, reason=f"its run file {source} now has id "
+                      f"'{compiled[source]}'")
+    return Change(path, "kept", old, reason=f"its run file {source} was not given")
 
 
 def _conflict(out: Path, path: Path) -> str | None:
@@ -143,7 +166,7 @@ def _carry_out(change: Change) -> Change:
         if change.status == "stale":
             change.path.unlink()
             _remove_if_empty(change.path.parent)
-            return Change(change.path, "removed", change.old)
+            return Change(change.path, "removed", change.old, reason=change.reason)
     except OSError as error:
         verb = "remove" if change.status == "stale" else "write"
         raise ObcError(f"{change.path}: cannot {verb}: {error.strerror or error}; the files "

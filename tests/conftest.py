@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import signal
@@ -40,6 +41,12 @@ def compile_text(directory: Path, text: str, name: str = "run.yaml") -> str:
     assert not result.diagnostics, "\n".join(d.text() for d in result.diagnostics)
     (script,) = result.scripts
     return script.text
+
+
+def container_name(job_id: str, run_dir: Path | str) -> str:
+    """The name a job's container gets in `run_dir` (README, "Containers")."""
+    digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:12]
+    return f"overbrainer-{job_id}-{digest}"
 
 
 def write_script(directory: Path, text: str) -> Path:
@@ -95,7 +102,8 @@ class Sandbox:
         take a program away whatever else this machine has installed."""
         tools = self.root / "tools"
         tools.mkdir(exist_ok=True)
-        for tool in ("env", "setsid", "mkdir", "cat", "mv", "kill", "python3"):
+        for tool in ("env", "setsid", "mkdir", "cat", "mv", "kill", "python3", "id", "find",
+                     "sha256sum", "cut", "uname", "mktemp", "chmod", "rm", "sleep", "sh"):
             link = tools / tool
             if not link.exists():
                 link.symlink_to(shutil.which(tool))

@@ -46,8 +46,8 @@ def test_check_lists_every_drifted_file_and_ends_with_the_fix(drifted, obc):
         f"out/docker-qlora/job.sh:{tweaked + 1}:1: error: differs from what compile would write",
         "out/inline-config/job.sh:1:1: error: has mode 0644; compile would make it 0755",
         "out/native-venv/job.sh:1:1: error: missing; compile would write it",
-        "out/steps-eval/job.sh:1:1: error: stale: no input has id 'steps-eval' (it was "
-        "generated from examples/steps-eval.yaml); compile would remove it",
+        "out/steps-eval/job.sh:1:1: error: stale: its run file examples/steps-eval.yaml is "
+        "gone; compile would remove it",
         f"obc: 4 of {len(IDS)} file(s) in out out of date; to fix, run: {FIX}",
     ]
     assert tree(drifted) == before

@@ -8,7 +8,8 @@ import shlex
 import pytest
 
 from compiler.model import DEFAULT_IMAGE
-from tests.conftest import compile_text, write_script
+from tests.conftest import compile_text, container_name, start_script, write_script
+from tests.engines import wait_until
 
 SHELLS = ["dash", "bash"]
 HOSTILE = ["it's", 'say "hi"', "$(touch PWNED)", "`id`", "a b\tc", "line1\nline2", "*", "~/x",
@@ -49,10 +50,14 @@ secrets: [HF_TOKEN]
     assert run.returncode == 0, run.stderr
     run_dir = sandbox.home / "overbrainer/runs/t1"
     cache_dir = sandbox.home / "overbrainer/.hf-cache"
-    expected = [engine, "run", "--rm", "--name", "overbrainer-t1", *gpu_flags, "--ipc=host",
+    # The tests run as root: docker's --user is root's, and podman is rootful (no keep-id).
+    user = ["--user", "0:0"] if engine == "docker" else []
+    expected = [engine, "run", "--rm", "--init", "--name", container_name("t1", run_dir),
+                *user, *gpu_flags, "--ipc=host",
                 "-v", f"{run_dir}:/workspace/run{run_label}",
                 "-v", f"{cache_dir}:/workspace/hf-cache{cache_label}",
                 "-w", "/workspace/run", "-e", "HF_HOME=/workspace/hf-cache",
+                "-e", "HOME=/workspace/run/.obc/home",
                 "-e", "AXOLOTL_DO_NOT_TRACK=1", "-e", "WANDB_PROJECT=demo", "-e", "HF_TOKEN",
                 DEFAULT_IMAGE]
     assert [r["argv"] for r in run.engine_runs] == [
@@ -63,7 +68,9 @@ secrets: [HF_TOKEN]
                                                ["merge-lora", "axolotl.yaml"]]
     assert {s["cwd"] for s in run.steps} == {str(run_dir)}
     assert run.steps[0]["env"] == {"HF_HOME": "/workspace/hf-cache", "AXOLOTL_DO_NOT_TRACK": "1",
+                                   "HOME": "/workspace/run/.obc/home",
                                    "WANDB_PROJECT": "demo", "HF_TOKEN": "t"}
+    assert (run_dir / ".obc/home").is_dir()
     assert (run_dir / "axolotl.yaml").read_text() == "%YAML 1.1\n---\nbase_model: x\n"
 
 
@@ -87,7 +94,8 @@ steps: [{{name: s, run: [record]}}]
     run = sandbox.run(write_script(tmp_path, text))
     assert run.returncode == 0, run.stderr
     (argv,) = [r["argv"] for r in run.engine_runs]
-    flags = argv[argv.index("overbrainer-t1") + 1:argv.index("--ipc=host")]
+    after_user = argv.index("--user") + 2 if "--user" in argv else argv.index("--name") + 2
+    flags = argv[after_user:argv.index("--ipc=host")]
     assert flags == (docker_flags if engine == "docker" else podman_flags)
 
 
@@ -163,13 +171,40 @@ secrets: [HF_TOKEN, WANDB_API_KEY, {name: OPTIONAL, required: false}]
     assert not (sandbox.home / "overbrainer").exists()
 
 
-def test_a_container_of_the_same_name_stops_the_job_with_exit_4(tmp_path, sandbox):
+def test_a_container_left_by_an_earlier_run_in_the_run_dir_is_removed(tmp_path, sandbox):
     text = compile_text(tmp_path, run_file("podman", "steps: [{name: s, run: [record]}]\n"))
-    (sandbox.state / "container-overbrainer-t1").write_text("1")
-    run = sandbox.run(write_script(tmp_path, text))
-    assert run.returncode == 4
-    assert "podman rm -f overbrainer-t1" in run.stderr
-    assert run.engine_runs == [] and not (sandbox.home / "overbrainer").exists()
+    run_dir = tmp_path / "run"
+    leftover = sandbox.state / f"container-{container_name('t1', run_dir)}"
+    leftover.write_text("999999999")
+    run = sandbox.run(write_script(tmp_path, text), "--run-dir", str(run_dir))
+    assert run.returncode == 0, run.stderr
+    assert "removing container overbrainer-t1-" in run.stderr
+    assert len(run.steps) == 1 and not leftover.exists()
+
+
+@pytest.mark.parametrize("engine", ["docker", "podman", "native"])
+def test_a_second_run_in_the_same_run_dir_exits_4_and_touches_nothing(tmp_path, sandbox,
+                                                                      engine):
+    text = compile_text(tmp_path, run_file(engine, """\
+steps: [{name: s, run: [record, --sleep, "300"]}]
+"""))
+    script = write_script(tmp_path, text)
+    run_dir = str(tmp_path / "run")
+    first = start_script(script, "--run-dir", run_dir, shell="dash", env=sandbox.env())
+    try:
+        wait_until(lambda: len(sandbox.records()) >= (2 if engine != "native" else 1),
+                   "the first run's step to start")
+        second = sandbox.run(script, "--run-dir", run_dir)
+        assert second.returncode == 4
+        assert "is in use by another run of this job" in second.stderr
+        assert " rm " not in second.stderr  # never a hint to remove a running container
+        # Another run dir is another container: both run at once.
+        other = sandbox.run(script, "--run-dir", str(tmp_path / "other"), "--dry-run")
+        assert other.returncode == 0
+    finally:
+        first.terminate()
+        first.communicate(timeout=60)
+    assert first.returncode == 143
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -206,8 +241,9 @@ env: {K: "v 'w'"}
     run_dir = str(tmp_path / "rel dir")
     assert [[w.replace(str(tmp_path), "X") for w in argv] for argv in printed] != []
     assert printed[0][printed[0].index("-v") + 1].endswith("/rel dir:/workspace/run")
-    assert [a for a in printed[0] if "workspace/run" not in a] == \
-        [a for a in expected[0] if "workspace/run" not in a]
+    # The two runs differ only in the run dir, and so in the container's name.
+    assert [a for a in printed[0] if "workspace/run" not in a and "overbrainer-" not in a] == \
+        [a for a in expected[0] if "workspace/run" not in a and "overbrainer-" not in a]
     assert f"{run_dir}:/workspace/run" in expected[0]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import compile_text, start_script, write_script
+from tests.conftest import compile_text, container_name, start_script, write_script
 from tests.engines import FAKE_GPU_ENV, Engine, trainer_records, wait_until
 
 CANARY_MARK = "hf_CANARY_5f0c1b2e"  # unlike anything another process on the machine has
@@ -53,7 +53,7 @@ def engine(request) -> Engine:
 def test_steps_run_in_the_container_and_a_failure_stops_the_job(tmp_path, sandbox, engine,
                                                                   cleanup):
     job = job_id()
-    cleanup.append((engine, f"overbrainer-{job}"))
+    cleanup.append((engine, container_name(job, tmp_path / "run dir")))
     (tmp_path / "in.txt").write_text("from the run file's folder\n")
     text = compile_text(tmp_path, run_file(engine, job, tmp_path, """\
 steps:
@@ -84,31 +84,51 @@ secrets: [HF_TOKEN]
     if engine.name == "podman":  # gpus: all, through the fake CDI spec
         expected_env[FAKE_GPU_ENV[0]] = FAKE_GPU_ENV[1]
     assert {k: first.env.get(k) for k in expected_env} == expected_env
-    assert not engine.container_exists(f"overbrainer-{job}")
+    assert not engine.container_exists(container_name(job, tmp_path / "run dir"))
 
 
-def test_a_container_of_the_same_name_stops_the_job_with_exit_4(tmp_path, sandbox, podman,
-                                                                 cleanup):
+@pytest.mark.parametrize("leftover", [("create",), ("run", "-d")])
+def test_a_container_left_in_the_run_dir_by_a_killed_run_is_removed(tmp_path, sandbox, podman,
+                                                                   cleanup, leftover):
     job = job_id()
-    name = f"overbrainer-{job}"
+    name = container_name(job, tmp_path / "run dir")
     cleanup.append((podman, name))
-    podman("create", "--name", name, podman.image, "true")
+    podman(*leftover, "--name", name, podman.image, "sleep", "300")
     text = compile_text(tmp_path, run_file(podman, job, tmp_path,
                                            "steps: [{name: s, run: [record]}]\n"))
     run = sandbox.run(write_script(tmp_path, text), env=engine_env(sandbox, podman))
-    assert run.returncode == 4
-    assert run.stderr == (f"obc: container {name} already exists: is this job running "
-                          f"already? If not, remove it with: podman rm -f {name}\n")
-    assert not (tmp_path / "run dir").exists()
-    podman("rm", "-f", name)
-    run = sandbox.run(write_script(tmp_path, text), env=engine_env(sandbox, podman))
     assert run.returncode == 0, run.stderr
+    assert f"obc: removing container {name}, left by an earlier run in this run dir" in \
+        run.stderr
+    assert len(trainer_records(tmp_path / "run dir")) == 1
+
+
+def test_two_runs_of_one_job_in_two_run_dirs_run_side_by_side(tmp_path, sandbox, podman,
+                                                              cleanup):
+    job = job_id()
+    text = compile_text(tmp_path, run_file(podman, job, tmp_path, """\
+steps: [{name: wait, run: [record, --sleep, "300"]}]
+"""))
+    script = write_script(tmp_path, text)
+    runs = [tmp_path / "first", tmp_path / "second"]
+    cleanup.extend((podman, container_name(job, run_dir)) for run_dir in runs)
+    started = [start_script(script, "--run-dir", str(run_dir), shell="dash",
+                            env=engine_env(sandbox, podman)) for run_dir in runs]
+    try:
+        for run_dir in runs:
+            wait_until(lambda run_dir=run_dir: trainer_records(run_dir), "both steps to start")
+        assert all(podman.container_exists(container_name(job, run_dir)) for run_dir in runs)
+    finally:
+        for process in started:
+            process.terminate()
+            process.communicate(timeout=60)
+    assert [process.returncode for process in started] == [143, 143]
 
 
 def test_a_secret_is_in_no_process_argv_while_a_container_step_runs(tmp_path, sandbox,
                                                                      podman, cleanup):
     job = job_id()
-    cleanup.append((podman, f"overbrainer-{job}"))
+    cleanup.append((podman, container_name(job, tmp_path / "run dir")))
     text = compile_text(tmp_path, run_file(podman, job, tmp_path, """\
 steps: [{name: wait, run: [record, --sleep, "300"]}]
 secrets: [HF_TOKEN]
@@ -120,7 +140,8 @@ secrets: [HF_TOKEN]
         (record,) = trainer_records(tmp_path / "run dir")
         assert record.env["HF_TOKEN"] == CANARY
         argvs = all_argv()
-        assert any(f"overbrainer-{job}".encode() in argv for argv in argvs.values())  # client
+        name = container_name(job, tmp_path / "run dir").encode()
+        assert any(name in argv for argv in argvs.values())  # the client
         assert [pid for pid, argv in argvs.items() if CANARY_MARK.encode() in argv] == []
     finally:
         script.terminate()

@@ -47,7 +47,7 @@ def test_the_html_safe_filter_does_not_exist():
 
 def test_raw_shell_text_is_only_what_obc_filters_return():
     assert render_string("{{ v }}", v=ShellText('"$HOME"')) == '"$HOME"'
-    assert render_string("{{ p | path }}", p="~/a b") == '"$HOME"/\'a b\''
+    assert render_string("{{ p | path }}", p="~/a b") == '"${HOME-}"\'/a b\''
     with pytest.raises(UnquotedValueError):
         render_string("{{ n | expansion }}", n="A;rm")
 
@@ -68,7 +68,7 @@ steps: [{name: s, run: [x, "a\\ntouch PWNED2"]}]
     header = text.split("\n\n# POSIX sh")[0].splitlines()
     assert header[0] == "#!/bin/sh"
     assert all(line.startswith("#") for line in header)
-    assert "# touch PWNED" in header
+    assert "# | touch PWNED" in header  # the description, fenced
 
 
 def test_quote_leaves_plain_words_bare_and_quotes_everything_else():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHELLS, compile_text, start_script, write_script
+from tests.conftest import SHELLS, compile_text, container_name, start_script, write_script
 from tests.engines import trainer_records, wait_until
 from tests.test_engines import engine_env, job_id, run_file
 
@@ -103,7 +103,7 @@ def test_a_signal_stops_and_removes_the_docker_container(tmp_path, sandbox, dock
 
 def stop_container_step(tmp_path, sandbox, engine, cleanup, shell, name, number) -> None:
     job = job_id()
-    container = f"overbrainer-{job}"
+    container = container_name(job, tmp_path / "run dir")
     cleanup.append((engine, container))
     text = compile_text(tmp_path, run_file(engine, job, tmp_path, TWO_STEPS))
     script = start_script(write_script(tmp_path, text), shell=shell,
@@ -134,7 +134,7 @@ exec {engine} "$@"
 def test_a_signal_before_the_container_exists_stops_the_client(tmp_path, sandbox, podman,
                                                                cleanup):
     job = job_id()
-    cleanup.append((podman, f"overbrainer-{job}"))
+    cleanup.append((podman, container_name(job, tmp_path / "run dir")))
     shim = tmp_path / "shim"
     shim.mkdir()
     (shim / "podman").write_text(PULLING_CLIENT.format(engine=shutil.which("podman")))
@@ -147,5 +147,61 @@ def test_a_signal_before_the_container_exists_stops_the_client(tmp_path, sandbox
     _, stderr = stop_with(script, signal.SIGTERM)
     assert script.returncode == 143, stderr
     assert stderr.splitlines()[-1] == "obc: TERM received, stopping"
-    assert not podman.container_exists(f"overbrainer-{job}")
+    assert not podman.container_exists(container_name(job, tmp_path / "run dir"))
     assert trainer_records(tmp_path / "run dir") == []
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_signal_while_a_step_is_being_started_still_stops_it(tmp_path, sandbox, shell):
+    # The window between `setsid ... &` and recording the step's pid, held open: the trap
+    # runs only after the delay, and must find the step through $!.
+    text = compile_text(tmp_path, f"""\
+version: 1
+id: race
+runtime: {{kind: native}}
+{TWO_STEPS}""")
+    started = '  setsid "$@" &\n'
+    assert text.count(started) == 1
+    script = write_script(tmp_path, text.replace(started, started + "  sleep 3\n"))
+    process = start_script(script, "--run-dir", str(tmp_path / "run"), shell=shell,
+                           env=sandbox.env())
+    wait_until(lambda: step_records(sandbox), "the step to start")
+    (step,) = step_records(sandbox)
+    _, stderr = stop_with(process, signal.SIGTERM)
+    assert process.returncode == 143, stderr
+    wait_until(lambda: not group_members(step["pgid"]), "the step's process group to end")
+
+
+SLOW_STOP = """\
+steps:
+  - name: train
+    run: [sh, -c, 'trap "sleep 2; echo saved > saved.txt; exit 0" TERM; echo $$ > up.txt;
+                   while :; do sleep 1; done']
+"""
+IGNORES_TERM = """\
+steps:
+  - {name: train, run: [sh, -c, 'trap "" TERM; echo $$ > up.txt; while :; do sleep 1; done']}
+"""
+
+
+@pytest.mark.parametrize(("body", "timeout", "saved"), [
+    (SLOW_STOP, 30, True),   # the step has the time it needs to save
+    (IGNORES_TERM, 1, False),  # and is killed once the stop timeout has passed
+])
+def test_a_native_step_gets_the_stop_timeout_then_is_killed(tmp_path, sandbox, body, timeout,
+                                                            saved):
+    text = compile_text(tmp_path, f"""\
+version: 1
+id: slow
+runtime: {{kind: native, stop_timeout: {timeout}}}
+{body}""")
+    run_dir = tmp_path / "run"
+    process = start_script(write_script(tmp_path, text), "--run-dir", str(run_dir),
+                           shell="dash", env=sandbox.env())
+    wait_until(lambda: (run_dir / "up.txt").exists() and (run_dir / "up.txt").read_text(),
+               "the step to start")
+    step = int((run_dir / "up.txt").read_text())
+    _, stderr = stop_with(process, signal.SIGTERM)
+    assert process.returncode == 143, stderr
+    assert (run_dir / "saved.txt").exists() == saved
+    wait_until(lambda: not group_members(step), "the step's process group to end")

@@ -7,13 +7,20 @@ an admin would, follows it with scontrol, and reads what the stub trainer record
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 
 from compiler.pipeline import compile_files
-from tests.conftest import REPO, Sandbox, compile_text, write_script
+from compiler.rules.sbatch_options import (
+    NEWER_SBATCH_OPTIONS,
+    SBATCH_22_05_OPTIONS,
+    SBATCH_OPTIONS,
+    sbatch_matches,
+)
+from tests.conftest import REPO, Sandbox, compile_text, container_name, write_script
 from tests.engines import trainer_records
 from tests.slurm_cluster import SlurmCluster, missing_programs
 
@@ -96,15 +103,21 @@ version: 1
 id: ranks
 runtime: {kind: native}
 steps:
-  - {name: everywhere, run: [record, rank]}
+  - {name: everywhere, run: [record, rank], nodes: all}
+  - {name: once, run: [record, once]}
 secrets: [HF_TOKEN]
 slurm: {nodes: 2, gpus_per_node: 2, rendezvous_port: 29611}
 """, HF_TOKEN="t0ken")
     job = slurm.wait(job_id)
     assert (job.state, job.exit_code) == ("COMPLETED", 0), output(tmp_path, "ranks", job_id)
-    steps = sorted((r["env"] for r in sandbox.records()), key=lambda env: env["NODE_RANK"])
+    records = sandbox.records()
+    steps = sorted((r["env"] for r in records if r["argv"] == ["rank"]),
+                   key=lambda env: env["NODE_RANK"])
     assert [(env["NODE_RANK"], env["SLURMD_NODENAME"]) for env in steps] == [
         ("0", "n1"), ("1", "n2")]
+    # A step that says nothing of nodes, and is not train, runs once, on the first node.
+    (once,) = [r["env"] for r in records if r["argv"] == ["once"]]
+    assert (once["NODE_RANK"], once["SLURMD_NODENAME"]) == ("0", "n1")
     for env in steps:
         assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("n1", "29611")
         assert (env["NNODES"], env["GPUS_PER_NODE"]) == ("2", "2")
@@ -143,7 +156,7 @@ def test_slurms_signal_to_the_script_stops_the_running_step(slurm, sandbox, tmp_
 version: 1
 id: stopped
 runtime: {{kind: native}}
-steps: [{{name: long, run: [record, --sleep, "300"]}}]
+steps: [{{name: long, run: [record, --sleep, "300"], nodes: all}}]
 slurm: {{nodes: {nodes}, gpus_per_node: 1}}
 """)
     slurm.wait_for(lambda: len(sandbox.records()) == nodes, 60, "the step to start")
@@ -230,7 +243,7 @@ slurm: {gpus_per_node: 2}
     assert (first.argv, fails.argv) == (["one"], ["--exit", "5"])
     assert first.env["CUDA_VISIBLE_DEVICES"] == "0,1" and first.env["HF_TOKEN"] == "t0ken"
     assert "SLURM_JOB_ID" not in first.env  # only what the job passes by name
-    assert not podman.container_exists(f"overbrainer-{name}")
+    assert not podman.container_exists(container_name(name, tmp_path / "run"))
 
 
 def test_scancel_stops_a_podman_jobs_container(slurm, sandbox, podman, tmp_path):
@@ -244,10 +257,10 @@ slurm: {}
                        "the container to start")
         assert slurm.run("scancel", job_id).returncode == 0
         assert slurm.wait(job_id).state == "CANCELLED"
-        slurm.wait_for(lambda: not podman.container_exists(f"overbrainer-{name}"), 60,
-                       "the container to be gone")
+        slurm.wait_for(lambda: not podman.container_exists(container_name(name, tmp_path / "run")),
+                       60, "the container to be gone")
     finally:
-        podman("rm", "-f", f"overbrainer-{name}", check=False)
+        podman("rm", "-f", container_name(name, tmp_path / "run"), check=False)
 
 
 def test_sbatch_test_only_accepts_every_compiled_example(slurm, tmp_path):
@@ -272,7 +285,7 @@ def test_the_time_limit_signal_reaches_the_trap(slurm, sandbox, tmp_path):
     job_id = submit(slurm, sandbox, tmp_path, """\
 version: 1
 id: timed
-runtime: {kind: native}
+runtime: {kind: native, stop_timeout: 10}
 steps: [{name: long, run: [record, --sleep, "300"]}]
 slurm: {time: 1, signal: "B:TERM@60"}
 """)
@@ -283,3 +296,61 @@ slurm: {time: 1, signal: "B:TERM@60"}
     # (Slurm's first check may come before the step has started.)
     for record in sandbox.records():
         slurm.wait_for(lambda pid=record["pid"]: not _running(pid), 30, "the step to end")
+
+
+# --- how sbatch reads options: the grounds of obc's rules for slurm.extra ----------------
+
+def _getopt_reads(slurm: SlurmCluster, option: str) -> str:
+    """How sbatch's getopt_long takes `--option=1`: "unknown", "ambiguous" or "an option".
+    (--test-only first, and a script that does not exist: nothing is ever submitted.)"""
+    stderr = slurm.run("sbatch", "--test-only", f"--{option}=1", "/nonexistent/job.sh").stderr
+    if "unrecognized option" in stderr:
+        return "unknown"
+    return "ambiguous" if "is ambiguous" in stderr else "an option"
+
+
+def _obc_reads(option: str) -> str:
+    matches = sbatch_matches(option, SBATCH_22_05_OPTIONS)
+    return "unknown" if not matches else "an option" if len(matches) == 1 else "ambiguous"
+
+
+def test_sbatch_22_05_knows_every_option_obc_lists_for_it_and_no_newer_one(slurm):
+    assert "slurm-wlm 22.05" in slurm.run("sbatch", "--version").stdout
+    answers = {name: _getopt_reads(slurm, name) for name in SBATCH_OPTIONS}
+
+    assert {answers[name] for name in SBATCH_22_05_OPTIONS} == {"an option"}
+    # A newer option is unknown to it, or (--extra) an abbreviation of an older one.
+    assert {name for name in NEWER_SBATCH_OPTIONS if answers[name] != "unknown"} == {"extra"}
+    assert _getopt_reads(slurm, "nodes-x") == "unknown"
+
+
+def test_sbatch_takes_an_abbreviation_exactly_as_obc_expects(slurm):
+    prefixes = sorted({name[:end] for name in SBATCH_22_05_OPTIONS
+                       for end in range(1, len(name))})
+
+    differ = {prefix: (_getopt_reads(slurm, prefix), _obc_reads(prefix)) for prefix in prefixes
+              if _getopt_reads(slurm, prefix) != _obc_reads(prefix)}
+
+    assert len(prefixes) > 500 and differ == {}
+
+
+def test_what_obc_refuses_in_slurm_extra_is_what_sbatch_misreads(slurm, tmp_path):
+    extra = ["--comment=ticket#4711", "--requeu", "--signa=KILL@60", "--partitio=debug",
+             "--ntasks-per-nod=4"]
+    (tmp_path / "run.yaml").write_text(
+        "version: 1\nid: misread\nruntime: {kind: native}\nsteps: [{name: a, run: [x]}]\n"
+        "slurm: {partition: gpu, output: 'logs/run#1-%j.out', extra: [" + ", ".join(extra)
+        + "]}\n")
+    refused = {d.field for d in compile_files([tmp_path / "run.yaml"]).diagnostics}
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH --partition=gpu\n#SBATCH --output=logs/run#1-%j.out\n"
+                      + "".join(f"#SBATCH {option}\n" for option in extra) + "true\n")
+
+    verbose = slurm.run("sbatch", "--test-only", "-v", str(script)).stderr
+    settings = dict(re.findall(r"^sbatch: ([a-z-]+) +: (.*)$", verbose, re.MULTILINE))
+
+    assert refused == {"slurm.output", *(f"slurm.extra[{i}]" for i in range(len(extra)))}
+    assert settings["output"].endswith("/logs/run")  # '#' ended the value
+    assert settings["comment"] == "ticket"
+    assert (settings["requeue"], settings["signal"]) == ("requeue", "KILL")
+    assert (settings["partition"], settings["ntasks-per-node"]) == ("debug", "4")

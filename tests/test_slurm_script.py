@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.pipeline import compile_files
-from tests.conftest import SHELLS, compile_text, write_script
+from tests.conftest import SHELLS, compile_text, container_name, write_script
 
 # srun as the tests need it: runs the command after its options once per node, in turn,
 # with the SLURM_NODEID srun gives each task, and records its own options.
@@ -60,6 +60,8 @@ slurm:
   extra: [--nodes=3, --export=ALL, "--mail-user=$USER", --exclusive, -N2]
 """)
     words = "Slurm reads #SBATCH values as written: no spaces, no quotes, no $VARIABLES"
+    extra = ("write a long option such as --exclusive or --mail-type=END, without '#' (sbatch "
+             f"ends a value at '#'); {words}")
     assert found == [
         "3:25 runtime.gpus: Slurm picks the GPUs when slurm.gpus_per_node is set; leave "
         "runtime.gpus at all (the default)",
@@ -73,16 +75,15 @@ slurm:
         f"\"2-00:00:00\"; {words}",
         f"10:8 slurm.mem: '10GB': write a size such as 200G, 512M or 0 (all the node's "
         f"memory); {words}",
-        f"11:11 slurm.output: '~/logs/%j.out': an output path has no spaces, quotes or '\\\\', "
-        f"and no '~' at the start (Slurm does not expand it: write the absolute path); {words}",
+        f"11:11 slurm.output: '~/logs/%j.out': an output path has no spaces, quotes, '\\\\' or "
+        f"'#' (sbatch ends a value at '#'), and no '~' at the start (Slurm does not expand it: "
+        f"write the absolute path); {words}",
         f"12:13 slurm.job_name: \"a'b\": a job name is letters, digits, '_', '.' or '-'; {words}",
         "15:11 slurm.extra[0]: --nodes is set by slurm.nodes; use that field",
         "15:22 slurm.extra[1]: --export cannot be given: the job needs the submitter's "
         "environment, secrets included, by name; put values in env: instead",
-        f"15:36 slurm.extra[2]: '--mail-user=$USER': write a long option such as --exclusive "
-        f"or --mail-type=END; {words}",
-        f"15:70 slurm.extra[4]: '-N2': write a long option such as --exclusive or "
-        f"--mail-type=END; {words}",
+        f"15:36 slurm.extra[2]: '--mail-user=$USER': {extra}",
+        f"15:70 slurm.extra[4]: '-N2': {extra}",
     ]
 
 
@@ -168,7 +169,8 @@ def test_outside_slurm_the_script_runs_as_it_would_without_the_block(tmp_path, s
         assert run.returncode == 0, run.stderr
         runs.append([(s["argv"], s["cwd"], s["env"]) for s in run.steps])
     assert runs[0] == runs[1]
-    assert not (sandbox.home / "overbrainer/runs/mn/.obc").exists()
+    records = sandbox.home / "overbrainer/runs/mn/.obc"
+    assert not (records / "done").exists() and not (records / "job.sh").exists()
 
 
 @pytest.mark.parametrize("shell", list(SHELLS))
@@ -236,7 +238,7 @@ def test_containers_get_the_rendezvous_and_the_gpus_by_name(tmp_path, sandbox):
 version: 1
 id: mc
 runtime: {kind: docker}
-steps: [{name: everywhere, run: [record]}]
+steps: [{name: everywhere, run: [record], nodes: all}]
 secrets: [HF_TOKEN]
 slurm: {nodes: 2, gpus_per_node: 4}
 """))
@@ -248,6 +250,10 @@ slurm: {nodes: 2, gpus_per_node: 4}
     assert [{name: r["container_env"].get(name) for name in names} for r in run.engine_runs] == [
         dict(zip(names, ("node-a", "29500", "2", rank, "4", "0,1,2,3", "t"), strict=True))
         for rank in ("0", "1")]
-    for engine_run in run.engine_runs:
+    name = container_name("mc", sandbox.home / "overbrainer/runs/mc")
+    for node, engine_run in enumerate(run.engine_runs):
         argv = engine_run["argv"]
         assert "HF_TOKEN=t" not in argv and argv[argv.index("NODE_RANK") - 1] == "-e"
+        # Each node's container has a name of its own, on the hosts' network.
+        assert argv[argv.index("--name") + 1] == f"{name}-{node}"
+        assert "--network=host" in argv

@@ -151,4 +151,5 @@ def test_schema_and_rule_problems_of_one_file_come_together_in_order(tmp_path):
                                      "  A: [1]\n") == [
         "env.PS4: 'PS4' cannot be set by a run file: it is expanded on every traced line, "
         "which can run commands",
-        "env.A: expected a string or an integer, got a list"]
+        "env.A: expected a string, an integer or a mapping, got a list\n"
+        "  hint: an env value is a string, an integer, or {value: ..., secret: false}"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from . import names, runtime, slurm, steps
+from . import engine_options, names, paths, runtime, slurm, steps, stop, system_limits
 from .common import Problem, get
 from .steps import AXOLOTL_CONFIG_NAME
 
@@ -25,3 +25,7 @@ def check(data: Any) -> Iterator[Problem]:
     yield from runtime.check(data, kind)
     yield from names.check(data, kind)
     yield from slurm.check(data)
+    yield from paths.check(data)
+    yield from stop.check(data)
+    yield from engine_options.check(data)
+    yield from system_limits.check(data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +23,25 @@ SHELL_NAMES = {
 }
 
 
+# Names of credentials, by the words of the name: HF_TOKEN, WANDB_API_KEY, AWS_SECRET_*,
+# DB_PASSWORD; not TOKENIZERS_PARALLELISM or MAX_TOKENS.
+_CREDENTIAL_WORDS = {"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL",
+                     "CREDENTIALS", "APIKEY", "PASSPHRASE"}
+_CREDENTIAL_SUFFIXES = ("_KEY", "_PAT")
+# Values that are credentials whatever their name: Hugging Face, OpenAI-style, GitHub, AWS
+# access keys, Slack, GitLab.
+_CREDENTIAL_VALUE = re.compile(
+    r"hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
+    r"|github_pat_[A-Za-z0-9_]{30,}|AKIA[A-Z0-9]{16}|xox[baprs]-[A-Za-z0-9-]{10,}"
+    r"|glpat-[A-Za-z0-9_-]{20,}")
+
+
 def check(data: dict, kind: Any) -> Iterator[Problem]:
+    yield from _unique_and_free(data, kind)
+    yield from _credentials(data)
+
+
+def _unique_and_free(data: dict, kind: Any) -> Iterator[Problem]:
     """Env and secret names: not reserved, and each given once across both."""
     seen: dict[str, Path_] = {}
     for path, name in declared_names(data):
@@ -57,9 +76,44 @@ def _reserved(name: str, kind: Any, data: dict) -> str | None:
         return SHELL_NAMES[name]
     if name.upper().startswith("OBC_"):
         return "names starting with OBC_ (in any case) belong to the job script"
-    if name == "HF_HOME" and (kind in CONTAINER_KINDS or get(data, "paths", "cache_dir")):
-        return "the job sets it to the cache dir; set paths.cache_dir instead"
+    containers, native = kind in CONTAINER_KINDS, kind == "native"
     gpus = get(data, "runtime", "gpus")
-    if name == "CUDA_VISIBLE_DEVICES" and kind == "native" and gpus not in (None, "all"):
-        return "runtime.gpus sets it; change runtime.gpus instead"
-    return None
+    reserved = {
+        "HF_HOME": (containers or get(data, "paths", "cache_dir"),
+                    "the job sets it to the cache dir; set paths.cache_dir instead"),
+        "HOME": (containers and get(data, "runtime", "user") in (None, "invoker"),
+                 "the job sets it to a folder in the run dir that the steps' user can write"),
+        "PATH": (native, "the job sets it from runtime.venv and the PATH it starts with; use "
+                 "runtime.venv, or set PATH in runtime.env_file"),
+        "VIRTUAL_ENV": (native, "the job sets it from runtime.venv"),
+        "CUDA_VISIBLE_DEVICES": (native and gpus not in (None, "all"),
+                                 "runtime.gpus sets it; change runtime.gpus instead"),
+    }
+    applies, reason = reserved.get(name, (False, ""))
+    return reason if applies else None
+
+
+def _credentials(data: dict) -> Iterator[Problem]:
+    """A credential's value under env: would be in the committed script and on the engine's
+    command line; secrets: passes it by name from the environment the job runs in."""
+    env = data.get("env")
+    for name, value in env.items() if isinstance(env, dict) else ():
+        if isinstance(value, dict):
+            continue  # {value: ..., secret: false}: the run file says it is not a secret
+        by_name = _looks_like_credential(name)
+        if by_name:
+            why = f"{show(name)} looks like the name of a credential"
+        elif isinstance(value, str) and _CREDENTIAL_VALUE.search(value):
+            why = "this value looks like an access token"
+        else:
+            continue
+        yield Problem(("env", name), f"{why}; its value would be written into the script",
+                      f"move it to secrets: [{name}] and set it where the job runs; if it is "
+                      f"not secret, write {name}: {{value: ..., secret: false}}",
+                      at_key=by_name)
+
+
+def _looks_like_credential(name: str) -> bool:
+    upper = name.upper()
+    return bool(_CREDENTIAL_WORDS & set(upper.split("_"))) or upper.endswith(
+        _CREDENTIAL_SUFFIXES)

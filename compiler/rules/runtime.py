@@ -3,6 +3,7 @@ mounts."""
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +12,7 @@ from ..model import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR
 from .common import Problem, get
 
 CONTAINER_KINDS = ("docker", "podman")
-CONTAINER_ONLY = ("image", "shm_size", "mounts", "extra_args")
+CONTAINER_ONLY = ("image", "shm_size", "mounts", "extra_args", "user")
 NATIVE_ONLY = ("venv", "env_file")
 
 
@@ -19,6 +20,22 @@ def check(data: dict, kind: Any) -> Iterator[Problem]:
     yield from _runtime_options(data, kind)
     yield from _mounts(data)
     yield from _mounted_paths(data, kind)
+    if isinstance(get(data, "slurm", "nodes"), int) and get(data, "slurm", "nodes") > 1:
+        yield from _multi_node(data)
+
+
+def _multi_node(data: dict) -> Iterator[Problem]:
+    """What obc sets for a job on several nodes, a run file cannot set again."""
+    extra = get(data, "runtime", "extra_args")
+    for i, arg in enumerate(extra if isinstance(extra, list) else ()):
+        if isinstance(arg, str) and arg.split("=")[0] in ("--network", "--net"):
+            yield Problem(("runtime", "extra_args", i), "a job on several nodes uses the "
+                          "hosts' network (--network=host), which the rendezvous needs")
+    args = get(data, "trainer", "axolotl", "args")
+    for i, arg in enumerate(args if isinstance(args, list) else ()):
+        if arg == "--launcher" or (isinstance(arg, str) and arg.startswith("--launcher=")):
+            yield Problem(("trainer", "axolotl", "args", i), "a job on several nodes launches "
+                          "train with torchrun across them; obc gives --launcher itself")
 
 
 def _runtime_options(data: dict, kind: Any) -> Iterator[Problem]:
@@ -39,8 +56,9 @@ def _mounts(data: dict) -> Iterator[Problem]:
         return
     for i, mount in enumerate(mounts):
         target = get(mount, "target")
-        if isinstance(target, str) and target.rstrip("/") in (CONTAINER_RUN_DIR,
-                                                              CONTAINER_CACHE_DIR, ""):
+        # The engine cleans a target ('/workspace//run/.' is /workspace/run) before it mounts.
+        clean = "/" + posixpath.normpath(target).lstrip("/") if isinstance(target, str) else None
+        if clean in (CONTAINER_RUN_DIR, CONTAINER_CACHE_DIR, "/"):
             yield Problem(("runtime", "mounts", i, "target"),
                           f"{show(target)} is taken by the job's own mounts")
 

@@ -3,12 +3,20 @@ against what the fields say or what the script relies on."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
+from ..diagnostics import did_you_mean
 from ..load import Path_
 from ..model import RENDEZVOUS_NAMES
 from .common import Problem, get
 from .names import declared_names
+from .sbatch_options import (
+    SBATCH_22_05_OPTIONS,
+    SBATCH_ALIASES,
+    SBATCH_OPTIONS,
+    sbatch_matches,
+)
 
 # sbatch options a `slurm` field writes, by the field; `extra` must not give them again.
 SLURM_FIELDS = {
@@ -19,12 +27,17 @@ SLURM_FIELDS = {
     "no-requeue": "requeue", "open-mode": "requeue",
 }
 # sbatch options that would break what the script relies on, with the reason.
+_ONE_TASK = "the script runs one task per node and starts the rest with srun"
+_ENVIRONMENT = ("the job needs the submitter's environment, secrets included, by name; "
+                "put values in env: instead")
 SLURM_REFUSED = {
-    "ntasks": "the script runs one task per node and starts the rest with srun",
-    "ntasks-per-node": "the script runs one task per node and starts the rest with srun",
-    "export": "the job needs the submitter's environment, secrets included, by name; "
-              "put values in env: instead",
+    "ntasks": _ONE_TASK,
+    "ntasks-per-node": _ONE_TASK,
+    "export": _ENVIRONMENT,
+    "export-file": _ENVIRONMENT,
     "wrap": "job.sh is the batch script",
+    **dict.fromkeys(("help", "usage", "version", "test-only"),
+                    "sbatch job.sh would then not submit the job"),
 }
 
 
@@ -43,7 +56,7 @@ def check(data: dict) -> Iterator[Problem]:
                       "set; leave runtime.gpus at all (the default)", at_key=True)
     extra = slurm.get("extra")
     for i, option in enumerate(extra if isinstance(extra, list) else ()):
-        if isinstance(option, str):
+        if isinstance(option, str) and _OPTION_NAME.match(option):  # else the schema says
             yield from _slurm_option(("slurm", "extra", i), option)
     if multi_node:
         for path, name in declared_names(data):
@@ -52,9 +65,37 @@ def check(data: dict) -> Iterator[Problem]:
                               "nodes sets it for every step", at_key=path[0] == "env")
 
 
+_OPTION_NAME = re.compile(r"--[a-z][a-z0-9-]*(?:=|$)")
+
+
 def _slurm_option(path: Path_, option: str) -> Iterator[Problem]:
-    name = option[2:].partition("=")[0]
-    if name in SLURM_FIELDS:
-        yield Problem(path, f"--{name} is set by slurm.{SLURM_FIELDS[name]}; use that field")
-    elif name in SLURM_REFUSED:
-        yield Problem(path, f"--{name} cannot be given: {SLURM_REFUSED[name]}")
+    given = option[2:].partition("=")[0]
+    matches = sbatch_matches(given)
+    if not matches:
+        yield Problem(path, f"sbatch has no option --{given}{did_you_mean(given, SBATCH_OPTIONS)}")
+        return
+    if len(matches) > 1:
+        yield Problem(path, f"--{given} abbreviates several sbatch options (--"
+                      + ", --".join(matches) + ")", "write the option in full")
+        return
+    # An older sbatch can read a newer option as an abbreviation (--extra is --extra-node-info
+    # to sbatch 22.05): every reading must be allowed.
+    for name in dict.fromkeys([*matches, *sbatch_matches(given, SBATCH_22_05_OPTIONS)]):
+        problem = _taken(given, name)
+        if problem:
+            yield Problem(path, problem)
+            return
+    if matches != [given]:
+        yield Problem(path, f"sbatch reads --{given} as --{matches[0]}",
+                      "write the option in full, so that a reader of the script sees it")
+
+
+def _taken(given: str, name: str) -> str | None:
+    """Why `--given`, read by sbatch as `--name`, cannot be in `extra`, if it cannot."""
+    said = f"--{name}" if name == given else f"sbatch reads --{given} as --{name}, which"
+    canonical = SBATCH_ALIASES.get(name, name)
+    if canonical in SLURM_FIELDS:
+        return f"{said} is set by slurm.{SLURM_FIELDS[canonical]}; use that field"
+    if canonical in SLURM_REFUSED:
+        return f"{said} cannot be given: {SLURM_REFUSED[canonical]}"
+    return None

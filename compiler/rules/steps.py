@@ -12,6 +12,8 @@ from .common import Problem, get
 # Linux refuses one argument or environment string of 32 pages (MAX_ARG_STRLEN) at exec.
 MAX_ARG_BYTES = 131_071
 AXOLOTL_CONFIG_NAME = "axolotl.yaml"
+# The steps trainer.axolotl adds, by name; explicit steps come after them.
+AXOLOTL_STEP_NAMES = ("preprocess", "train", "merge")
 
 
 def check(data: dict) -> Iterator[Problem]:
@@ -22,9 +24,7 @@ def check(data: dict) -> Iterator[Problem]:
 
 
 def _trainer_or_steps(data: dict) -> Iterator[Problem]:
-    if "trainer" in data and "steps" in data:
-        yield Problem(("steps",), "give either 'trainer' or 'steps', not both", at_key=True)
-    elif "trainer" not in data and "steps" not in data:
+    if "trainer" not in data and "steps" not in data:
         yield Problem((), "missing 'trainer' or 'steps': what should the job run?",
                       "add trainer: {axolotl: {config: axolotl.yaml}}, or a list of steps")
 
@@ -34,10 +34,15 @@ def _steps(data: dict) -> Iterator[Problem]:
     if not isinstance(steps, list):
         return
     seen: dict[str, Path_] = {}
+    trainer = AXOLOTL_STEP_NAMES if "trainer" in data else ()
     for i, step in enumerate(steps):
         name, run = get(step, "name"), get(step, "run")
         if isinstance(name, str):
-            if name in seen:
+            if name in trainer:
+                yield Problem(("steps", i, "name"), f"step name {show(name)} is taken by "
+                              "trainer.axolotl, whose steps come first",
+                              "name it after what it does, such as evaluate")
+            elif name in seen:
                 yield Problem(("steps", i, "name"), f"step name {show(name)} is already used",
                               first=seen[name])
             seen.setdefault(name, ("steps", i, "name"))
@@ -100,7 +105,12 @@ def _arguments(data: dict) -> Iterator[tuple[Path_, str]]:
     env = data.get("env")
     if isinstance(env, dict):
         for name, value in env.items():
-            yield ("env", name), f"{name}={value}"
+            text = get(value, "value") if isinstance(value, dict) else value
+            yield ("env", name), f"{name}={text}"
+    args = get(data, "trainer", "axolotl", "args")
+    for i, arg in enumerate(args if isinstance(args, list) else ()):
+        if isinstance(arg, str):
+            yield ("trainer", "axolotl", "args", i), arg
     steps = data.get("steps")
     for i, step in enumerate(steps if isinstance(steps, list) else ()):
         run = get(step, "run")

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
 from tests.conftest import compile_text
 
@@ -18,7 +19,7 @@ LEGAL_VALUES = [
     "--help", "-", "a~b", "x/~/y", "~", "~/x", "日本語", "naïve café", "emoji 🚀", "*", "?",
     "[ab]", "{a,b}", "!event", "!!", "#comment", "a #b", "back\\slash", "\\\nx", "tab\there",
     "=ls", "A=b", "", " ", "$HOME", "${x:-y}", "$1", "%1", "^x", "OBC_EOF",
-    "\u2028", "time", "if", "done",
+    "time", "if", "done",
 ]
 
 IDS = [json.dumps(value, ensure_ascii=True) for value in LEGAL_VALUES]
@@ -39,10 +40,12 @@ def run_file(kind: str, args: list[str], env: dict[str, str]) -> str:
 
 
 def words_at(script: str, start: str) -> list[str]:
-    """The words of the shell command on the first line that holds `start`, and on the lines
-    it continues on because a quote is still open (a trailing `\\` continues it anyway)."""
+    """The words of the shell command on the first line that holds `start` (the header's
+    comments aside), and on the lines it continues on because a quote is still open (a
+    trailing `\\` continues it anyway)."""
     lines = script.split("\n")
-    first = next(i for i, line in enumerate(lines) if start in line)
+    first = next(i for i, line in enumerate(lines)
+                 if start in line and not line.startswith("#"))
     for end in range(first + 1, len(lines) + 1):
         command = "\n".join(lines[first:end]).removesuffix(" \\")
         try:
@@ -87,3 +90,71 @@ def test_a_native_job_may_use_colons_and_commas_in_its_folders(tmp_path):
     text = run_file("native", ["x"], {}) + "paths: {run_dir: '/runs/a:b,c', cache_dir: /c:d}\n"
 
     compile_text(tmp_path, text)
+
+
+BIDI = "\u202e\u2066\u200b\ufeff\u2028"
+
+
+def test_an_inline_config_and_extension_keys_keep_invisible_characters_exactly(tmp_path):
+    """They are not script text: an inline config is an embedded file's content, which
+    Axolotl reads back exactly; an extension key is ignored."""
+    text = ("version: 1\nid: legal\nruntime: {kind: docker}\n"
+            f"x-note: {yaml_string(BIDI)}\n"
+            f"trainer:\n  axolotl:\n    config: {{chat_template: {yaml_string(BIDI)}}}\n")
+
+    script = compile_text(tmp_path, text)
+
+    body = script.split("axolotl.yaml <<'OBC_EOF'\n", 1)[1].split("\nOBC_EOF\n", 1)[0]
+    assert YAML(typ="safe", pure=True).load(body) == {"chat_template": BIDI}
+
+
+def test_an_embedded_file_keeps_invisible_characters_exactly(tmp_path):
+    (tmp_path / "notes.txt").write_text(f"a{BIDI}b\n", encoding="utf-8")
+
+    script = compile_text(tmp_path, run_file("native", ["x"], {}) + "files: {n.txt: notes.txt}\n")
+
+    assert f"\na{BIDI}b\nOBC_EOF" in script
+
+
+@pytest.mark.parametrize("options", [
+    ["--network=none"], ["--network=host"], ["--sig-proxy=false"], ["--detach=false"],
+    ["--rm"], ["--rm=true"], ["-it"], ["-ed=1"], ["--replace=false"],
+    ["--init", "--pull=never"]])
+def test_engine_options_that_keep_the_jobs_promises_are_legal(options, tmp_path):
+    text = run_file("podman", ["x"], {}).replace(
+        "{kind: podman}", f"{{kind: podman, extra_args: {json.dumps(options)}}}")
+
+    assert all(option in compile_text(tmp_path, text) for option in options)
+
+
+def test_sbatch_options_written_in_full_are_legal(tmp_path):
+    extra = ["--exclusive", "--mail-type=END,FAIL", "--comment=ticket-4711",
+             "--tres-per-task=cpu:1", "--extra=x", "--container=c"]
+    text = run_file("native", ["x"], {}) + f"slurm: {{time: 90, nodes: 2, gpus_per_node: 8, " \
+        f"output: /logs/%x-%j.out, extra: {json.dumps(extra)}}}\n"
+
+    script = compile_text(tmp_path, text)
+
+    assert all(f"#SBATCH {option}\n" in script for option in extra)
+    assert "#SBATCH --time=90\n#SBATCH --nodes=2\n" in script
+
+
+def test_mount_targets_beside_the_jobs_own_are_legal(tmp_path):
+    targets = ["/workspace/runs", "/workspace/run/data", "/workspace/hf-cache2", "/workspace"]
+    mounts = ", ".join(f"{{source: /d{i}, target: {t}}}" for i, t in enumerate(targets))
+    text = run_file("docker", ["x"], {}).replace(
+        "{kind: docker}", f"{{kind: docker, mounts: [{mounts}]}}")
+
+    script = compile_text(tmp_path, text)
+
+    assert all(f"/d{i}:{target}" in script for i, target in enumerate(targets))
+
+
+def test_embedded_files_side_by_side_in_folders_are_legal(tmp_path):
+    (tmp_path / "x.txt").write_text("x\n")
+    names = ["a", "ab/c", "b/c", "b/d", "b/e/f", "é" * 119]  # 238 bytes: the longest name
+
+    script = compile_text(tmp_path, run_file("native", ["x"], {}) + "files:\n" +
+                          "".join(f"  {name}: x.txt\n" for name in names))
+
+    assert all(f'obc_write_file {name} ' in script for name in names[:-1])

@@ -3,12 +3,13 @@
 `run` records its argv and the environment the container would get, then runs the
 container's command on this machine: in the host folder mounted at the `-w` target, with
 exactly that environment (plus PATH, and the test's log location). `container inspect`,
-`stop` and `rm -f` act on a small state folder, so a test can make a name "already in use"
-and see a signal stop the "container". Test plumbing lives in OBC_STUB_* variables.
+`stop` (with its timeout) and `rm -f` act on a small state folder, so a test can leave a
+container behind and see a signal stop the "container". Test plumbing lives in OBC_STUB_* variables.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -86,16 +87,32 @@ def run(args: list[str]) -> int:
     return status if status >= 0 else 128 - status
 
 
-def stop(name: str) -> int:
-    record({"argv": [ENGINE, "stop", name]})
+def stop(args: list[str]) -> int:
+    """`stop [-t SECONDS] NAME`: TERM, then KILL once the timeout has passed."""
+    record({"argv": [ENGINE, "stop", *args]})
+    name, timeout = args[-1], float(args[args.index("-t") + 1]) if "-t" in args else 10
     state = STATE / f"container-{name}"
     if not state.exists():
         return 1
-    os.kill(int(state.read_text()), signal.SIGTERM)
-    for _ in range(200):
-        if not state.exists():
-            return 0
+    pid = int(state.read_text())
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while state.exists():
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            break
         time.sleep(0.05)
+    return 0
+
+
+def remove(name: str) -> int:
+    """`rm -f NAME`: a running container is killed."""
+    record({"argv": [ENGINE, "rm", "-f", name]})
+    state = STATE / f"container-{name}"
+    if state.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(state.read_text()), signal.SIGKILL)
+        state.unlink(missing_ok=True)
     return 0
 
 
@@ -106,7 +123,9 @@ def main(args: list[str]) -> int:
         record({"argv": [ENGINE, *args]})
         return 0 if (STATE / f"container-{args[2]}").exists() else 1
     if args[:1] == ["stop"]:
-        return stop(args[-1])
+        return stop(args[1:])
+    if args[:2] == ["rm", "-f"]:
+        return remove(args[2])
     record({"argv": [ENGINE, *args]})
     return 0
 

@@ -21,7 +21,7 @@ HARNESS = {"PATH", "PWD", "SHLVL", "_", "OBC_STUB_STATE", "LC_CTYPE"}
 def main(args: list[str]) -> int:
     entry = {"program": Path(sys.argv[0]).name, "argv": args, "cwd": os.getcwd(),
              "env": {k: v for k, v in os.environ.items() if k not in HARNESS},
-             "pid": os.getpid(), "pgid": os.getpgid(0)}
+             "pid": os.getpid(), "pgid": os.getpgid(0), "path": os.environ.get("PATH", "")}
     if "--grandchild" in args:
         entry["grandchild"] = subprocess.Popen(["sleep", "300"]).pid
     with open(Path(os.environ["OBC_STUB_STATE"], "log.jsonl"), "a", encoding="utf-8") as log:

@@ -1,0 +1,111 @@
+"""Rules about what a job does where it runs: credentials stay out of the script, paths use
+${NAME} for the machine's variables, containers and Slurm jobs get only options that keep the
+job's guarantees. Each bad file is reported once, at its place, by validate and compile."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.diagnostics.corpus import BASE, STEPS, assert_reported_once, case, with_runtime
+from tests.diagnostics.harness import run_obc
+
+NATIVE = "version: 1\nid: r\nruntime: {kind: native}\n" + STEPS
+TOKEN = "hf_" + "aB3" * 12
+
+
+def with_steps_nodes(nodes: str) -> str:
+    return BASE.replace(STEPS, "") + f"steps: [{{name: a, run: [x], nodes: {nodes}}}]\n"
+
+
+BAD = [
+    case("credential-name-in-env", BASE + "env:\n  HF_TOKEN: abc\n", 6, 3, "env.HF_TOKEN",
+         "'HF_TOKEN' looks like the name of a credential", "written into the script",
+         "secrets: [HF_TOKEN]", "secret: false"),
+    case("api-key-in-env", BASE + "env:\n  WANDB_API_KEY: abc\n", 6, 3, "env.WANDB_API_KEY",
+         "looks like the name of a credential"),
+    case("password-in-env", BASE + "env:\n  DB_PASSWORD: abc\n", 6, 3, "env.DB_PASSWORD",
+         "looks like the name of a credential"),
+    case("token-value-in-env", BASE + f"env:\n  NOTE: {TOKEN}\n", 6, 9, "env.NOTE",
+         "this value looks like an access token", "secrets: [NOTE]"),
+    case("secret-true-is-not-an-opt-out", BASE + "env:\n  K: {value: v, secret: true}\n",
+         6, 25, "env.K.secret", "can only be false"),
+    case("dollar-path", BASE + "paths:\n  run_dir: $SCRATCH/runs\n", 6, 12, "paths.run_dir",
+         "'$' is only for ${NAME}", "write ${SCRATCH}"),
+    case("dollar-venv", "version: 1\nid: r\nruntime: {kind: native, venv: /a/$V}\n" + STEPS,
+         3, 31, "runtime.venv", "'$' is only for ${NAME}", "write ${V}"),
+    case("lone-dollar-path", BASE + "paths:\n  cache_dir: /c/$\n", 6, 14, "paths.cache_dir",
+         "'$' is only for ${NAME}", "no other $"),
+    case("obc-variable-in-path", BASE + "paths:\n  run_dir: ${OBC_RUN_DIR}/x\n", 6, 12,
+         "paths.run_dir", "names starting with OBC_"),
+    case("secret-in-path", BASE + "secrets: [HF_TOKEN]\npaths:\n  run_dir: /r/${HF_TOKEN}\n",
+         7, 12, "paths.run_dir", "${HF_TOKEN} is a secret"),
+    case("home-in-container-env", BASE + "env:\n  HOME: /h\n", 6, 3, "env.HOME",
+         "'HOME' cannot be set by a run file", "that the steps' user can write"),
+    case("path-in-native-env", NATIVE + "env:\n  PATH: /v/bin\n", 6, 3, "env.PATH",
+         "the job sets it from runtime.venv", "runtime.env_file"),
+    case("virtual-env-in-native-env", NATIVE + "env:\n  VIRTUAL_ENV: /v\n", 6, 3,
+         "env.VIRTUAL_ENV", "the job sets it from runtime.venv"),
+    case("step-named-like-a-trainer-step",
+         "version: 1\nid: r\nruntime: {kind: docker}\ntrainer: {axolotl: {config: {}}}\n"
+         "steps: [{name: merge, run: [x]}]\n", 5, 16, "steps[0].name",
+         "step name 'merge' is taken by trainer.axolotl", "such as evaluate"),
+    case("user-on-native", with_runtime("  kind: native\n  user: root\n"), 5, 3, "runtime.user",
+         "only applies to docker and podman, not to native"),
+    case("user-bad", with_runtime("  kind: docker\n  user: alice\n"), 5, 9, "runtime.user",
+         "write invoker, root, or a uid:gid"),
+    case("nodes-bad", with_steps_nodes("everywhere"), 4, 36, "steps[0].nodes",
+         "'everywhere' is not one of all, first"),
+    case("signal-not-to-the-script", BASE + "slurm: {signal: 'TERM@120'}\n", 5, 17,
+         "slurm.signal", "goes to the job's steps, not to job.sh", "write B:TERM@120"),
+    case("signal-not-trapped", BASE + "slurm: {signal: 'B:KILL@120'}\n", 5, 17, "slurm.signal",
+         "job.sh stops its step on TERM, INT, HUP, USR1, USR2, not on KILL"),
+    case("stop-timeout-longer-than-the-lead",
+         "version: 1\nid: r\nruntime: {kind: docker, stop_timeout: 300}\n" + STEPS +
+         "slurm: {signal: 'B:TERM@120'}\n", 3, 39, "runtime.stop_timeout",
+         "a step may take 300 s to stop", "only 120 s before the time limit"),
+    case("default-stop-timeout-against-a-short-lead", BASE + "slurm: {signal: 'B:TERM@30'}\n",
+         5, 17, "slurm.signal", "a step may take 60 s to stop", "only 30 s"),
+    case("stop-timeout-zero", with_runtime("  kind: native\n  stop_timeout: 0\n"), 5, 17,
+         "runtime.stop_timeout", "must be at least 1"),
+    case("network-on-several-nodes",
+         "version: 1\nid: r\nruntime: {kind: docker, extra_args: [--network=bridge]}\n" + STEPS
+         + "slurm: {nodes: 2, gpus_per_node: 1}\n", 3, 38, "runtime.extra_args[0]",
+         "uses the hosts' network (--network=host)"),
+    case("launcher-on-several-nodes",
+         "version: 1\nid: r\nruntime: {kind: docker}\n"
+         "trainer: {axolotl: {config: {}, args: [--launcher, accelerate]}}\n"
+         "slurm: {nodes: 2, gpus_per_node: 1}\n", 4, 40, "trainer.axolotl.args[0]",
+         "obc gives --launcher itself"),
+]
+
+
+@pytest.mark.parametrize("bad", BAD)
+@pytest.mark.parametrize("command", ["validate", "compile"])
+def test_each_job_rule_is_reported_once_at_the_exact_place(bad, command, tmp_path,
+                                                           monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert_reported_once(bad, command, tmp_path)
+
+
+GOOD = [
+    # Words that only contain a credential's: a tokenizer setting, a count of tokens.
+    BASE + "env:\n  TOKENIZERS_PARALLELISM: 'false'\n  MAX_TOKENS: 512\n",
+    # A name like a credential's, said not to be secret.
+    BASE + "env:\n  CACHE_KEY: {value: v3, secret: false}\n",
+    BASE + "paths:\n  run_dir: ${SCRATCH}/runs/${SLURM_JOB_ID}\n  cache_dir: ~/hf\n",
+    with_runtime("  kind: docker\n  mounts: [{source: '${DATA}/sets', target: /data}]\n"),
+    with_runtime("  kind: docker\n  user: '1000:1000'\n  stop_timeout: 30\n"),
+    "version: 1\nid: r\nruntime: {kind: docker}\n"
+    "trainer: {axolotl: {config: {}, args: [--learning-rate, '1e-4']}}\n"
+    "steps: [{name: evaluate, run: [axolotl, evaluate, axolotl.yaml]}]\n",
+    BASE + "slurm: {signal: 'B:USR1@300'}\n",
+    "version: 1\nid: r\nruntime: {kind: docker, extra_args: [--network=none]}\n" + STEPS,
+]
+
+
+@pytest.mark.parametrize("text", GOOD)
+def test_what_only_looks_like_a_broken_rule_is_accepted(text, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.yaml").write_text(text)
+    outcome = run_obc("validate", "--format", "json", "run.yaml")
+    assert (outcome.code, outcome.diagnostics()) == (0, []), outcome
