@@ -91,6 +91,7 @@ def test_a_task_without_container_options_is_recorded_with_none(pyxis, tmp_path)
     ("--container-mounts=etc:/etc", "Invalid --container-mounts argument"),  # not a path
     ("--container-mounts=/etc:etc", "Invalid --container-mounts argument"),
     ("--container-env=A,,B", "Invalid --container-env argument"),
+    ("--container-env=A,", "Invalid --container-env argument"),
     ("--container-image=", "Invalid --container-image argument"),
 ])
 def test_srun_refuses_what_pyxis_does_not_take(pyxis, option, message):

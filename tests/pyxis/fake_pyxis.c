@@ -69,6 +69,14 @@ static int check_mounts(const char *list)
 	return ok;
 }
 
+/* A comma-separated list with an empty entry (",A", "A,,B", "A,"). */
+static int has_empty_entry(const char *list)
+{
+	size_t length = strlen(list);
+
+	return list[0] == ',' || list[length - 1] == ',' || strstr(list, ",,") != NULL;
+}
+
 /* What pyxis refuses too: an empty argument, a mount it cannot parse, an empty name. */
 static int check_option(int val, const char *optarg, int remote)
 {
@@ -77,7 +85,7 @@ static int check_option(int val, const char *optarg, int remote)
 
 	if (option->has_arg && (optarg == NULL || optarg[0] == '\0' ||
 				(!strcmp(name, "container-mounts") && !check_mounts(optarg)) ||
-				(!strcmp(name, "container-env") && strstr(optarg, ",,")))) {
+				(!strcmp(name, "container-env") && has_empty_entry(optarg)))) {
 		slurm_error("fake_pyxis: --%s: invalid argument: '%s'", option->name,
 			    optarg ? optarg : "");
 		return -1;
