@@ -4,9 +4,10 @@ Two emulated nodes (two `slurmd -N`, one machine), each with eight fake GPUs: gr
 that are character devices with /dev/null's numbers, which is all Slurm needs to hand out
 CUDA_VISIBLE_DEVICES. Partitions `debug` (the default) and `gpu`, and nodes that claim 64
 CPUs and 512 GiB (`config_overrides`), so that `sbatch --test-only` takes the examples as
-a real GPU cluster would. The cluster has a munged of its own (its socket named by
-AuthInfo), so that test sessions side by side do not share one; the daemons are stopped at
-the end by their PIDs.
+a real GPU cluster would. A cluster may be given the text of a plugstack.conf (SPANK
+plugins, such as the fake pyxis of tests/pyxis); the default has none. The cluster has a
+munged of its own (its socket named by AuthInfo), so that test sessions side by side do not
+share one; the daemons are stopped at the end by their PIDs.
 
 Jobs are submitted with `sbatch --parsable` and followed with `scontrol show job -o` (`sbatch
 --wait` polls with a back-off of up to 10 s); nothing waits a fixed time.
@@ -59,10 +60,12 @@ def _free_ports(count: int) -> list[int]:
     raise RuntimeError("no free ports for the Slurm daemons")
 
 
-def _config(root: Path, munge_socket: Path, ports: list[int]) -> str:
+def _config(root: Path, munge_socket: Path, ports: list[int], plugstack: str) -> str:
     controller, *nodes = ports
+    # Without the line Slurm reads plugstack.conf beside slurm.conf, which is not written.
+    plugstack_line = f"PlugStackConfig={root}/etc/plugstack.conf\n" if plugstack else ""
     return f"""\
-ClusterName=obctest
+{plugstack_line}ClusterName=obctest
 SlurmctldHost=localhost
 SlurmctldPort={controller}
 SlurmUser=root
@@ -116,10 +119,12 @@ class Job:
 
 class SlurmCluster:
     """Start with `start()`, stop with `stop()` (also after a start that failed half way);
-    `env` is what every Slurm client needs."""
+    `env` is what every Slurm client needs. `plugstack`, if given, is the plugstack.conf
+    that srun, sbatch and slurmstepd load."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, plugstack: str = "") -> None:
         self.root = root
+        self.plugstack = plugstack
         self.conf = root / "etc" / "slurm.conf"
         self._pids: list[int] = []
         self._munged: int | None = None
@@ -136,7 +141,9 @@ class SlurmCluster:
         for i in range(GPUS_PER_NODE):
             os.mknod(self.root / "dev" / f"nvidia{i}", 0o666 | 0o020000, os.makedev(1, 3))
         self.conf.write_text(_config(self.root, self._munge_dir / "munge.socket",
-                                     _free_ports(1 + len(NODES))))
+                                     _free_ports(1 + len(NODES)), self.plugstack))
+        if self.plugstack:
+            (self.root / "etc" / "plugstack.conf").write_text(self.plugstack)
         (self.root / "etc" / "gres.conf").write_text(
             f"AutoDetect=off\nNodeName=n[1-{len(NODES)}] Name=gpu "
             f"File={self.root}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n")
