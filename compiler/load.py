@@ -155,7 +155,7 @@ def _compose(text: str) -> Node:
         _screen_events(yaml, text)
         node = yaml.compose(io.StringIO(text))
     except MarkedYAMLError as error:
-        raise _syntax_error(error, text) from error
+        raise syntax_error(error, text) from error
     except ReaderError as error:
         raise LoadError(_mark_of_offset(text, error.position),
                         f"file contains the control character U+{error.character:04X}, "
@@ -231,7 +231,8 @@ _SYNTAX_HINTS = {
 }
 
 
-def _syntax_error(error: MarkedYAMLError, text: str) -> LoadError:
+def syntax_error(error: MarkedYAMLError, text: str) -> LoadError:
+    """Return the located problem a YAML syntax error is, said as plainly as it can be."""
     mark = error.problem_mark or error.context_mark
     problem, context = str(error.problem or ""), str(error.context or "")
     unclosed = "end of stream" in problem or "<stream end>" in problem
@@ -431,14 +432,3 @@ def is_script_text(path: Path_) -> bool:
     top = path[0] if path else ""
     inline_config = len(path) > len(CONFIG_FIELD) and path[:len(CONFIG_FIELD)] == CONFIG_FIELD
     return not (isinstance(top, str) and top.startswith("x-")) and not inline_config
-
-
-def parse_mapping(text: str) -> dict[str, Any]:
-    """Parse YAML text that must hold one mapping (an Axolotl config); raise ValueError."""
-    try:
-        data = _yaml().load(text)
-    except YAMLError as error:
-        raise ValueError(f"is not valid YAML: {str(error).splitlines()[0]}") from error
-    if not isinstance(data, dict):
-        raise ValueError("does not hold a YAML mapping")
-    return data

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
+from .axolotl import ConfigError, config_problems, read_config
 from .check import check_scripts
 from .diagnostics import Diagnostic, ObcError, field_path
-from .load import CONFIG_FIELD, Mark, Source, display_name, load_source, parse_mapping
+from .load import CONFIG_FIELD, Mark, Source, display_name, load_source
 from .lockfile import read_lock, unpinned_images
 from .model import Job
 from .normalise import attachment_fields, normalise
@@ -130,10 +131,20 @@ def build_job(path: Path, digests: Mapping[str, str], allowed: tuple[Path, ...] 
         problems = validate(source)
     if not problems:
         attachments, problems = _read_attachments(source, Embedding(project))
+    if not problems and "trainer" in source.data:
+        problems = _config_problems(source, attachments)
     if problems:
         return source, None, problems
     return source, normalise(source_name(path), source.data, attachments, digests,
                              __version__), []
+
+
+def _config_problems(source: Source, attachments: dict) -> list[Diagnostic]:
+    """The files the Axolotl config names in the run dir must be ones the job puts there."""
+    config = source.data["trainer"]["axolotl"]["config"]
+    name = display_name(source.directory / config) if isinstance(config, str) else ""
+    embedded = list(source.data.get("files", {}))
+    return list(config_problems(source, attachments.get(CONFIG_FIELD), name, embedded))
 
 
 def _run_file_problems(project: Project, path: Path) -> tuple[Source, list[Diagnostic]]:
@@ -152,8 +163,12 @@ def _read_attachments(source: Source, embedding: Embedding) -> tuple[dict, list[
         try:
             text = embedding.read(source.directory / relative)
             if path == CONFIG_FIELD:
-                parse_mapping(text)
+                read_config(text)
             attachments[path] = text
+        except ConfigError as error:  # located in the config file itself
+            problems.append(Diagnostic(display_name(source.directory / relative),
+                                       error.mark.line, error.mark.column, "", str(error),
+                                       error.hint))
         except ValueError as error:
             mark = source.mark(path)
             problems.append(Diagnostic(source.file, mark.line, mark.column, field_path(path),

@@ -15,6 +15,7 @@ from typing import Any
 from jsonschema import Draft7Validator, ValidationError, validators
 
 from . import rules
+from .axolotl import looks_like_config
 from .diagnostics import Diagnostic, closest, describe, did_you_mean, field_path, show
 from .load import Path_, Source, is_script_text
 from .resources import run_schema
@@ -40,6 +41,11 @@ def _validator() -> Draft7Validator:
 
 def validate(source: Source) -> list[Diagnostic]:
     """Return every problem in `source`, sorted by position."""
+    if looks_like_config(source.data):
+        # One clear message rather than one per key of a file that is not a run file at all.
+        return [Diagnostic(source.file, 1, 1, "", "this is an Axolotl config, not a run file",
+                           "a run file names it: version: 1, id: ..., runtime: {kind: ...}, "
+                           f"trainer: {{axolotl: {{config: {source.file}}}}}")]
     found: set[Diagnostic] = set()
     for error in _validator().iter_errors(source.data):
         found.update(_translate(source, error))

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.load import MAX_DEPTH, MAX_VALUES, Mark, load_source, parse_mapping
+from compiler.axolotl import ConfigError, read_config
+from compiler.load import MAX_DEPTH, MAX_VALUES, Mark, load_source
 
 HEAD = "version: 1\nid: r\n"
 
@@ -162,5 +163,5 @@ def test_a_file_of_exactly_1_mib_is_read(tmp_path):
 
 
 def test_an_embedded_config_nested_too_deep_is_a_clean_error():
-    with pytest.raises(ValueError, match="is not valid YAML"):
-        parse_mapping("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match="nesting is deeper than 32 levels"):
+        read_config("a: " + "[" * 5000 + "]" * 5000 + "\n")

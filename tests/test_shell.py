@@ -19,10 +19,12 @@ def test_a_quoted_command_line_splits_back_into_its_words(words):
     assert shlex.split(join_words(words)) == words
 
 
-def test_home_relative_paths_expand_where_the_job_runs():
-    assert shell_path("~/a b") == '"$HOME"/\'a b\''
-    assert shell_path("~") == '"$HOME"'
-    assert shell_path("~/") == '"$HOME"/'
+def test_home_relative_paths_and_variables_expand_where_the_job_runs():
+    assert shell_path("~/a b") == '"${HOME-}"\'/a b\''
+    assert shell_path("~") == '"${HOME-}"'
+    assert shell_path("~/") == '"${HOME-}"/'
+    assert shell_path("${SCRATCH}/runs/${RUN}") == '"${SCRATCH-}"/runs/"${RUN-}"'
+    assert shell_path("/x/it's ${A}") == "'/x/it'\\''s '\"${A-}\""
     assert shell_path("/abs") == "/abs"
     assert shell_path("rel/dir") == "rel/dir"
     assert shell_path("a/~b") == "'a/~b'"

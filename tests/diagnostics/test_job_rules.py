@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.diagnostics.corpus import BASE, STEPS, assert_reported_once, case, with_runtime
+from tests.diagnostics.corpus import (
+    BASE,
+    STEPS,
+    assert_reported_once,
+    case,
+    with_runtime,
+    write_case,
+)
 from tests.diagnostics.harness import run_obc
 
 NATIVE = "version: 1\nid: r\nruntime: {kind: native}\n" + STEPS
@@ -107,5 +114,70 @@ GOOD = [
 def test_what_only_looks_like_a_broken_rule_is_accepted(text, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "run.yaml").write_text(text)
+    outcome = run_obc("validate", "--format", "json", "run.yaml")
+    assert (outcome.code, outcome.diagnostics()) == (0, []), outcome
+
+
+CONFIG_RUN = ("version: 1\nid: r\nruntime: {kind: docker}\n"
+              "trainer:\n  axolotl: {config: c.yaml}\n")
+INLINE_RUN = ("version: 1\nid: r\nruntime: {kind: docker}\ntrainer:\n  axolotl:\n"
+              "    config:\n      datasets:\n        - path: data/train.jsonl\n")
+
+
+@pytest.mark.parametrize("bad", [
+    case("config-duplicate-key", CONFIG_RUN, 3, 1, "", "duplicate key 'learning_rate'",
+         "keep only the last one", attachments={"c.yaml": "learning_rate: 1\nx: 2\n"
+                                                          "learning_rate: 3\n"}),
+    case("config-tab", CONFIG_RUN, 2, 1, "", "a tab is used for indentation",
+         attachments={"c.yaml": "a: 1\n\tb: 2\n"}),
+])
+def test_a_broken_axolotl_config_is_reported_in_the_config_itself(bad, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_case(tmp_path, bad)
+    outcome = run_obc("validate", "--format", "json", "run.yaml")
+    assert outcome.code == 1
+    (found,) = outcome.diagnostics()
+    assert (found["file"], found["line"], found["column"]) == ("c.yaml", bad.line, bad.column)
+    said = found["message"] + " " + (found["hint"] or "")
+    assert all(word in said for word in bad.words), found
+
+
+CONFIG_FILES = [
+    case("config-relative-dataset", CONFIG_RUN, 5, 21, "trainer.axolotl.config",
+         "c.yaml:2:11: datasets[0].path: './data/train.jsonl' is a path in the run dir, "
+         "where nothing puts it", "files: {./data/train.jsonl:",
+         attachments={"c.yaml": "datasets:\n  - path: ./data/train.jsonl\n    type: alpaca\n"}),
+    case("config-relative-deepspeed", CONFIG_RUN, 5, 21, "trainer.axolotl.config",
+         "c.yaml:1:12: deepspeed: 'deepspeed_configs/zero3_bf16.json' is a path in the run dir",
+         attachments={"c.yaml": "deepspeed: deepspeed_configs/zero3_bf16.json\n"}),
+    case("config-data-files", CONFIG_RUN, 5, 21, "trainer.axolotl.config",
+         "c.yaml:4:7: datasets[0].data_files[0]: 'train.json'",
+         attachments={"c.yaml": "datasets:\n  - path: json\n    data_files:\n"
+                                "    - train.json\n"}),
+    case("inline-config-relative-dataset", INLINE_RUN, 8, 17,
+         "trainer.axolotl.config.datasets[0].path",
+         "'data/train.jsonl' is a path in the run dir, where nothing puts it"),
+    case("an-axolotl-config-as-a-run-file", "base_model: x\ndatasets: []\nadapter: lora\n",
+         1, 1, "", "this is an Axolotl config, not a run file",
+         "trainer: {axolotl: {config: run.yaml}}"),
+]
+
+
+@pytest.mark.parametrize("bad", CONFIG_FILES)
+def test_a_config_that_names_files_nothing_puts_in_the_run_dir_is_refused(bad, tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert_reported_once(bad, "validate", tmp_path)
+
+
+def test_config_files_the_run_file_embeds_and_hub_ids_are_fine(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.jsonl").write_text("{}\n")
+    (tmp_path / "ds.json").write_text("{}\n")
+    (tmp_path / "c.yaml").write_text(
+        "datasets:\n  - path: data/train.jsonl\n  - path: tatsu-lab/alpaca\n  - path: squad\n"
+        "  - path: /mnt/data/abs.jsonl\ndeepspeed: ./ds/zero3.json\n")
+    (tmp_path / "run.yaml").write_text(
+        CONFIG_RUN + "files:\n  data/train.jsonl: train.jsonl\n  ds/zero3.json: ds.json\n")
     outcome = run_obc("validate", "--format", "json", "run.yaml")
     assert (outcome.code, outcome.diagnostics()) == (0, []), outcome
