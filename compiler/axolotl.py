@@ -25,6 +25,13 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from .diagnostics import Diagnostic, field_path, show
 from .load import CONFIG_FIELD, MAX_DEPTH, Mark, Path_, Source, syntax_error
 
+# Where Axolotl writes checkpoints when the config does not say (its schema's default), and
+# the file that makes it save one (utils/callbacks/dynamic_checkpoint.py).
+DEFAULT_OUTPUT_DIR = "./model-out"
+# Where the job writes the config, in the run dir.
+AXOLOTL_CONFIG_NAME = "axolotl.yaml"
+TRIGGER_FILE = "axolotl_checkpoint.save"
+
 # Keys of the config whose string values are files Axolotl reads, by where they stand: a
 # top-level key, or a key of each item of a top-level list of datasets.
 FILE_KEYS = ("deepspeed",)
@@ -154,24 +161,68 @@ def looks_like_config(data: Any) -> bool:
 def config_problems(source: Source, config_text: str | None, config_name: str,
                     embedded: list[str]) -> Iterator[Diagnostic]:
     """Yield a problem for each file the Axolotl config names in the run dir that nothing
-    will put there: at the inline config's own value, or at the run file's `config` for a
-    config file (whose line the message gives)."""
-    if config_text is None:
-        config = source.data["trainer"]["axolotl"]["config"]
-    else:
-        config = read_config(config_text)
+    will put there, and for what keeps train from checkpointing where the job looks:
+    at the inline config's own value, or at the run file's `config` for a config file
+    (whose line the message gives)."""
+    config = source.data["trainer"]["axolotl"]["config"] if config_text is None \
+        else read_config(config_text)
+    where = _ConfigPlace(source, config, config_name)
+    for keys, message, hint in _checkpoint_problems(source.data, config):
+        yield where.problem(keys, message, hint)
     for found in run_dir_files(config):
-        if in_run_dir(found.value, embedded):
-            continue
-        field = CONFIG_FIELD + found.keys
-        what = f"{show(found.value)} is a path in the run dir, where nothing puts it"
-        if found.mark is None:
+        if not in_run_dir(found.value, embedded):
+            yield where.problem(found.keys, f"{show(found.value)} is a path in the run dir, "
+                                "where nothing puts it", missing_file_hint(found.value))
+
+
+@dataclass(frozen=True, slots=True)
+class _ConfigPlace:
+    """Locates problems of a run file's Axolotl config, inline or in a file of its own."""
+
+    source: Source
+    config: Any
+    name: str
+
+    def problem(self, keys: Path_, message: str, hint: str) -> Diagnostic:
+        """At the inline config's value at `keys`; for a config file, at the run file's
+        `config`, the message naming the config file's line."""
+        source = self.source
+        if not self.name:
+            field = CONFIG_FIELD + keys
             mark = source.mark(field)
-            yield Diagnostic(source.file, mark.line, mark.column, field_path(field), what,
-                             missing_file_hint(found.value))
-        else:
-            mark = source.mark(CONFIG_FIELD)
-            where = f"{config_name}:{found.mark.line}:{found.mark.column}"
-            yield Diagnostic(source.file, mark.line, mark.column, field_path(CONFIG_FIELD),
-                             f"{where}: {field_path(found.keys)}: {what}",
-                             missing_file_hint(found.value))
+            return Diagnostic(source.file, mark.line, mark.column, field_path(field), message,
+                              hint)
+        inside = _mark(self.config, keys) if keys else None
+        mark = source.mark(CONFIG_FIELD)
+        where = f"{self.name}:{inside.line}:{inside.column}: " if inside else f"{self.name}: "
+        what = f"{field_path(keys)}: " if keys else ""
+        return Diagnostic(source.file, mark.line, mark.column, field_path(CONFIG_FIELD),
+                          f"{where}{what}{message}", hint)
+
+
+def _checkpoint_problems(data: dict[str, Any], config: dict[str, Any]) -> \
+        Iterator[tuple[Path_, str, str]]:
+    """What keeps resume or checkpoint-on-signal from working with this config."""
+    resume = data["trainer"]["axolotl"].get("resume", "auto") == "auto"
+    on_signal = data.get("checkpoint", {}).get("on_signal", True)
+    if not (resume or on_signal):
+        return
+    output_dir = config.get("output_dir", DEFAULT_OUTPUT_DIR)
+    if not isinstance(output_dir, str) or re.search(r'["\\\x00-\x1f]', output_dir):
+        yield (("output_dir",) if "output_dir" in config else ()), \
+            "output_dir must be a plain path: the job looks for checkpoints in it", \
+            "or set trainer.axolotl.resume: never and checkpoint.on_signal: false"
+    elif output_dir.startswith("/") and data["runtime"]["kind"] != "native" and \
+            not _mounted(output_dir, data["runtime"].get("mounts", ())):
+        yield ("output_dir",), f"{show(output_dir)} is in no folder the container mounts, " \
+            "so the job cannot find its checkpoints", \
+            "use a path in the run dir (relative, or under /workspace/run) or under a mount"
+    dynamic = config.get("dynamic_checkpoint")
+    if on_signal and isinstance(dynamic, dict) and not dynamic.get("enabled", False):
+        yield ("dynamic_checkpoint",), "turns off dynamic_checkpoint, which " \
+            "checkpoint.on_signal needs", "remove it, or set checkpoint.on_signal: false"
+
+
+def _mounted(path: str, mounts: list[dict[str, Any]]) -> bool:
+    targets = ["/workspace/run", *(str(m.get("target", "")).rstrip("/") for m in mounts)]
+    return any(path == t or path.startswith(t + "/") for t in targets if t)

@@ -17,6 +17,14 @@ DEFAULT_IMAGE = (
 # than the engines' 10 s. And the signal Slurm sends the script before the time limit.
 DEFAULT_STOP_TIMEOUT = 60
 DEFAULT_SLURM_SIGNAL = "B:TERM@120"
+# With slurm.max_restarts: a signal that scancel and preemption do not send, so that the job
+# can tell the time limit and requeue itself.
+DEFAULT_RESTART_SIGNAL = "B:USR1@120"
+
+
+def default_signal(slurm: dict) -> str:
+    """The signal Slurm sends before the time limit, when the run file names none."""
+    return DEFAULT_RESTART_SIGNAL if "max_restarts" in slurm else DEFAULT_SLURM_SIGNAL
 CONTAINER_RUN_DIR = "/workspace/run"
 CONTAINER_CACHE_DIR = "/workspace/hf-cache"
 # A container that does not run as root gets a HOME it can write, inside the run dir.
@@ -106,6 +114,38 @@ class Native:
     env_file: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class Checkpoints:
+    """Where Axolotl's train step writes its checkpoint-N folders: its output_dir as the
+    trainer sees it (relative to the run dir, or absolute in its container), and where the
+    script finds it: `host_base` (None: the run dir; else a folder on the machine, such as a
+    mount's source) joined with `host_rest`. With `resume`, train starts from the newest
+    complete one."""
+
+    step: str
+    output_dir: str
+    host_base: str | None
+    host_rest: str
+    resume: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OnSignal:
+    """On a stop signal, ask Axolotl for a checkpoint (its dynamic_checkpoint `trigger` file
+    in output_dir) and wait up to `grace` seconds for it before stopping the step."""
+
+    grace: int
+    trigger: str
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A step that fails with one of these exit codes is run again, up to `max` times."""
+
+    exit_codes: tuple[int, ...]
+    max: int
+
+
 # The variables a multi-node job exports to every step (README, "Running on Slurm").
 RENDEZVOUS_NAMES = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE")
 
@@ -129,6 +169,10 @@ class Slurm:
     constraint: str | None
     rendezvous_port: int
     extra: tuple[str, ...]
+    # How many times the job may requeue itself at the time limit; and whether it may
+    # requeue itself at all (at the time limit, or to retry a step).
+    max_restarts: int | None
+    requeues_itself: bool
     # With nodes > 1: the step launched with torchrun across the nodes (Axolotl's train), if
     # any.
     torchrun_step: str | None
@@ -136,6 +180,18 @@ class Slurm:
     @property
     def multi_node(self) -> bool:
         return self.nodes > 1
+
+    @property
+    def restartable(self) -> bool:
+        """Whether the job may run again from the top with the same job id: Slurm requeues
+        it after preemption, or it requeues itself at the time limit."""
+        return self.requeue or self.requeues_itself
+
+    @property
+    def time_limit_signal(self) -> bool:
+        """Whether the signal means only the time limit (USR1, USR2), which scancel and
+        preemption do not send: the job may then requeue itself on it."""
+        return self.signal_name in ("USR1", "USR2")
 
     @property
     def signal_name(self) -> str:
@@ -161,7 +217,7 @@ class Slurm:
                    ("constraint", self.constraint), ("signal", self.signal)]
         lines = [f"--{name}={value}" for name, value in options if value is not None]
         # A requeued job appends to its log rather than starting it again.
-        lines += ["--requeue", "--open-mode=append"] if self.requeue else ["--no-requeue"]
+        lines += ["--requeue", "--open-mode=append"] if self.restartable else ["--no-requeue"]
         return (*lines, *self.extra)
 
 
@@ -200,6 +256,22 @@ class Job:
     # Seconds between the TERM that stops a step and the KILL that ends it.
     stop_timeout: int
     slurm: Slurm | None = None
+    checkpoints: Checkpoints | None = None
+    on_signal: OnSignal | None = None
+    retry: Retry | None = None
+
+    @property
+    def wandb_run_id(self) -> bool:
+        """Whether the job gives Axolotl's W&B run an id of its own, one per run dir, so that
+        a resumed attempt continues the run (with WANDB_RESUME=allow) rather than start
+        another: with a trainer, unless the run file sets WANDB_RUN_ID."""
+        return self.checkpoints is not None and "WANDB_RUN_ID" not in dict(self.env)
+
+    @property
+    def restartable(self) -> bool:
+        """Whether a run may start again from the top as the same Slurm job (requeued by
+        Slurm, or by itself), and so skips the steps it finished."""
+        return self.slurm is not None and self.slurm.restartable
 
     @property
     def container(self) -> Container | None:

@@ -6,16 +6,14 @@ shape the schema promises; nothing here reports problems.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping
 from typing import Any
 
-from ruamel.yaml import YAML
-
+from . import trainer
+from .axolotl import read_config
 from .load import CONFIG_FIELD, Path_
 from .model import (
     DEFAULT_IMAGE,
-    DEFAULT_SLURM_SIGNAL,
     DEFAULT_STOP_TIMEOUT,
     INVOKER,
     Container,
@@ -23,17 +21,18 @@ from .model import (
     Job,
     Mount,
     Native,
+    Retry,
     Secret,
     Slurm,
     Step,
+    default_signal,
 )
-from .rules import AXOLOTL_CONFIG_NAME
 
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
 DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"
-AXOLOTL_ENV = (("AXOLOTL_DO_NOT_TRACK", "1"),)
-# Step name and Axolotl command, in the order they run.
-AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
+# Axolotl sends no telemetry, and a resumed run continues its W&B run (the job sets
+# WANDB_RUN_ID, which needs the run dir, where it runs).
+AXOLOTL_ENV = (("AXOLOTL_DO_NOT_TRACK", "1"), ("WANDB_RESUME", "allow"))
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
 # run dir may not exist before the job creates it).
 DEFAULT_SLURM_OUTPUT = "%x-%j.out"
@@ -59,13 +58,18 @@ def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, s
     job_id = data["id"]
     paths = data.get("paths", {})
     cache_default = None if kind == "native" else DEFAULT_CACHE_DIR
-    slurm = _slurm(data["slurm"], job_id, "trainer" in data) if "slurm" in data else None
+    slurm = _slurm(data["slurm"], job_id, "trainer" in data, "retry" in data) \
+        if "slurm" in data else None
+    runtime_model = _runtime(runtime, digests,
+                             multi_node=slurm is not None and slurm.multi_node)
+    config = _axolotl_config(data, attachments)
+    mounts = None if kind == "native" else runtime_model.mounts
     return Job(
         id=job_id,
         source_file=source_file,
         obc_version=obc_version,
         description=data.get("description"),
-        runtime=_runtime(runtime, digests, multi_node=slurm is not None and slurm.multi_node),
+        runtime=runtime_model,
         gpus=_gpus(runtime.get("gpus", "all")),
         run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
         cache_dir=paths.get("cache_dir", cache_default),
@@ -76,7 +80,25 @@ def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, s
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
         stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
         slurm=slurm,
+        checkpoints=None if config is None else trainer.checkpoints(data, config, mounts),
+        on_signal=None if config is None else trainer.signal_checkpoint(data, config),
+        retry=_retry(data.get("retry")),
     )
+
+
+def _axolotl_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
+        dict[str, Any] | None:
+    """The Axolotl config as data: what a config file holds, or the inline mapping."""
+    if "trainer" not in data:
+        return None
+    config = data["trainer"]["axolotl"]["config"]
+    return read_config(attachments[CONFIG_FIELD]) if isinstance(config, str) else config
+
+
+def _retry(retry: dict[str, Any] | None) -> Retry | None:
+    if retry is None:
+        return None
+    return Retry(tuple(retry["on_exit_codes"]), retry["max"])
 
 
 def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,
@@ -104,28 +126,19 @@ def _gpus(gpus: str | list[int | str]) -> str | tuple[str, ...]:
 def _steps(data: dict[str, Any]) -> tuple[Step, ...]:
     """The trainer's steps, then the explicit ones; only train runs on every node unless a
     step says otherwise."""
-    trainer = _axolotl_steps(data["trainer"]["axolotl"]) if "trainer" in data else ()
-    return trainer + tuple(
+    first = trainer.axolotl_steps(data["trainer"]["axolotl"]) if "trainer" in data else ()
+    return first + tuple(
         Step(step["name"], tuple(step["run"]),
              step.get("nodes", "all" if step["name"] == "train" else "first"))
         for step in data.get("steps", ()))
 
 
-def _axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
-    enabled = {"preprocess": axolotl.get("preprocess", False), "train": True,
-               "merge": axolotl.get("merge", False)}
-    extra = {"train": tuple(axolotl.get("args", ()))}
-    return tuple(Step(name, ("axolotl", command, AXOLOTL_CONFIG_NAME, *extra.get(name, ())),
-                      "all" if name == "train" else "first")
-                 for name, command in AXOLOTL_STEPS if enabled[name])
-
-
-def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool) -> Slurm:
+def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool, retry: bool) -> Slurm:
     time = slurm.get("time")
     return Slurm(
         job_name=slurm.get("job_name", job_id),
         output=slurm.get("output", DEFAULT_SLURM_OUTPUT),
-        signal=slurm.get("signal", DEFAULT_SLURM_SIGNAL),
+        signal=slurm.get("signal", default_signal(slurm)),
         requeue=slurm.get("requeue", False),
         nodes=slurm.get("nodes", 1),
         gpus_per_node=slurm.get("gpus_per_node"),
@@ -138,20 +151,17 @@ def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool) -> Slurm:
         constraint=slurm.get("constraint"),
         rendezvous_port=slurm.get("rendezvous_port", DEFAULT_RENDEZVOUS_PORT),
         extra=tuple(slurm.get("extra", ())),
+        max_restarts=slurm.get("max_restarts"),
+        requeues_itself="max_restarts" in slurm or retry,
         # Axolotl's train is launched with torchrun across the nodes.
-        torchrun_step="train" if axolotl else None,
+        torchrun_step=trainer.TRAIN if axolotl else None,
     )
 
 
 def _files(data: dict[str, Any], attachments: dict[Path_, str]) -> tuple[EmbeddedFile, ...]:
     files = []
     if "trainer" in data:
-        config = data["trainer"]["axolotl"]["config"]
-        if isinstance(config, str):
-            files.append(EmbeddedFile(AXOLOTL_CONFIG_NAME, attachments[CONFIG_FIELD], config))
-        else:
-            files.append(EmbeddedFile(AXOLOTL_CONFIG_NAME, dump_config(config),
-                                      "trainer.axolotl.config"))
+        files.append(trainer.config_file(data, attachments.get(CONFIG_FIELD)))
     for name, source in data.get("files", {}).items():
         files.append(EmbeddedFile(name, attachments[("files", name)], source))
     return tuple(files)
@@ -169,31 +179,3 @@ def _secret(item: str | dict[str, Any]) -> Secret:
     if isinstance(item, str):
         return Secret(item, required=True)
     return Secret(item["name"], required=item.get("required", True))
-
-
-def dump_config(config: dict[str, Any]) -> str:
-    """Return an inline Axolotl config as YAML that Axolotl reads back to the same values."""
-    # Axolotl reads its config with PyYAML, which speaks YAML 1.1: written as 1.1, strings
-    # such as 'yes' or 'on' come out quoted and floats keep the dot PyYAML needs (2.0e-05).
-    text = _dump(config, allow_unicode=True)
-    if _load_1_1(text) != config:
-        # Some characters (NEL, U+2028) are line breaks to YAML 1.1 even inside quotes;
-        # escaping every non-ASCII character keeps them exact.
-        text = _dump(config, allow_unicode=False)
-    return text
-
-
-def _dump(config: dict[str, Any], *, allow_unicode: bool) -> str:
-    yaml = YAML(typ="safe", pure=True)
-    yaml.version = (1, 1)
-    yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False
-    yaml.allow_unicode = allow_unicode
-    yaml.width = 4096
-    stream = io.StringIO()
-    yaml.dump(config, stream)
-    return stream.getvalue()
-
-
-def _load_1_1(text: str) -> Any:
-    return YAML(typ="safe", pure=True).load(text)

@@ -18,7 +18,7 @@ from .diagnostics import ObcError
 from .model import CONTAINER_CACHE_DIR, CONTAINER_HOME, CONTAINER_RUN_DIR, Job, lookup
 from .resources import data_dir
 from .shell import ShellText
-from .summary import GENERATED_PREFIX, USAGE, help_lines
+from .summary import GENERATED_PREFIX, help_lines, usage
 
 # The signals a job stops on, with their numbers (Linux; the exit code is 128 + the number):
 # always TERM, INT and HUP; and the one Slurm sends before the time limit, if another.
@@ -108,7 +108,7 @@ def render_job(job: Job) -> str:
     template = _environment().get_template(f"{'native' if job.native else 'container'}.sh.j2")
     lines = help_lines(job)
     header = [f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.", "", *lines]
-    return template.render(job=job, header_lines=header, help_lines=lines, usage=USAGE,
+    return template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),
                            trapped_signals=_trapped_signals(job))
 
 

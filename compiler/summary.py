@@ -13,11 +13,16 @@ LABEL_WIDTH = 12
 # The description is fenced, so that no text of it can pass for a line of the summary.
 DESCRIPTION_FENCE = "| "
 EXIT_CODES = (
-    "0 done, 2 usage, 3 preflight failed, 4 run dir in use by another run,",
+    "0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,",
+    "5 stopped at the time limit with no restart left (slurm.max_restarts),",
     "128+N stopped by signal N, any other: the failed step's code",
 )
-USAGE = ("job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] "
-         "[--help]")
+
+
+def usage(job: Job) -> str:
+    fresh = " [--fresh]" if job.checkpoints and job.checkpoints.resume else ""
+    return ("job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP]"
+            f"{fresh} [--status] [--help]")
 
 
 def help_lines(job: Job) -> list[str]:
@@ -39,16 +44,43 @@ def help_lines(job: Job) -> list[str]:
                        else "Hugging Face's default  (--cache-dir DIR)"]),
         ("steps", [_step(job, i, step) for i, step in enumerate(job.steps, 1)]),
         ("files", [f"{f.path}  (from {f.origin})" for f in job.files]),
-        ("env", [f"{name}={shell.quote(value)}" for name, value in job.env]),
+        ("env", [f"{name}={shell.quote(value)}" for name, value in job.env]
+         + ([f"WANDB_RUN_ID={job.id}-<the run dir's hash>"] if job.wandb_run_id else [])),
         ("secrets", [", ".join(s.name + ("" if s.required else " (optional)")
                                for s in job.secrets)] if job.secrets else []),
-        ("stop", [f"TERM, then KILL after {job.stop_timeout} s"]),
-        ("exit codes", list(EXIT_CODES)),
-        ("usage", [USAGE]),
+        ("resume", _resume(job)),
+        ("stop", _stop(job)),
+        ("retry", [f"exit codes {', '.join(map(str, job.retry.exit_codes))}: up to "
+                   f"{job.retry.max} times" + (", by requeueing" if job.slurm else "")]
+         if job.retry else []),
+        ("records", ["<run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)"]),
+        ("exit codes", list(EXIT_CODES) if job.slurm and job.slurm.max_restarts
+         else [line for line in EXIT_CODES if not line.startswith("5 ")]),
+        ("usage", [usage(job)]),
     ]
     for label, values in rows:
         for i, value in enumerate(values):
             lines.append(f"{label if i == 0 else '':<{LABEL_WIDTH}}{value}".rstrip())
+    return lines
+
+
+def _resume(job: Job) -> list[str]:
+    checkpoints = job.checkpoints
+    if checkpoints is None or not checkpoints.resume:
+        return []
+    return [f"{checkpoints.step} starts from the newest whole checkpoint in "
+            f"{checkpoints.output_dir}/  (--fresh starts over)"]
+
+
+def _stop(job: Job) -> list[str]:
+    lines = []
+    if job.on_signal:
+        lines.append(f"during {job.checkpoints.step}: a checkpoint first, waited for up to "
+                     f"{job.on_signal.grace} s")
+    lines.append(f"TERM, then KILL after {job.stop_timeout} s")
+    if job.slurm and job.slurm.max_restarts:
+        lines.append(f"at the time limit ({job.slurm.signal_name}): requeued, up to "
+                     f"{job.slurm.max_restarts} times")
     return lines
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -72,6 +73,24 @@ class Run:
     @property
     def steps(self) -> list[dict]:
         return [r for r in self.records if "program" in r]
+
+    @property
+    def messages(self) -> list[str]:
+        """stderr's lines, with the UTC times and durations of the step lines left out."""
+        return untimed(self.stderr)
+
+
+def timeless_status(data: bytes) -> dict:
+    """A run's .obc/status.json without its times, which differ from run to run."""
+    return {key: value for key, value in json.loads(data).items() if not key.endswith("_at")}
+
+
+def untimed(stderr: str) -> list[str]:
+    """Lines of a job's stderr without what differs from run to run: `obc: <UTC time> step`
+    becomes `obc: step`, and `done in 12 s` becomes `done`."""
+    lines = [re.sub(r"^obc: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ step ", "obc: step ", line)
+             for line in stderr.splitlines()]
+    return [re.sub(r": done in \d+ s$", ": done", line) for line in lines]
 
 
 @dataclass

@@ -58,8 +58,10 @@ secrets: [HF_TOKEN]
                 "-v", f"{cache_dir}:/workspace/hf-cache{cache_label}",
                 "-w", "/workspace/run", "-e", "HF_HOME=/workspace/hf-cache",
                 "-e", "HOME=/workspace/run/.obc/home",
-                "-e", "AXOLOTL_DO_NOT_TRACK=1", "-e", "WANDB_PROJECT=demo", "-e", "HF_TOKEN",
-                DEFAULT_IMAGE]
+                "-e", "AXOLOTL_DO_NOT_TRACK=1", "-e", "WANDB_RESUME=allow",
+                "-e", "WANDB_PROJECT=demo",
+                "-e", f"WANDB_RUN_ID=t1-{container_name('t1', run_dir).rsplit('-', 1)[1]}",
+                "-e", "HF_TOKEN", DEFAULT_IMAGE]
     assert [r["argv"] for r in run.engine_runs] == [
         [*expected, "axolotl", "train", "axolotl.yaml"],
         [*expected, "axolotl", "merge-lora", "axolotl.yaml"],
@@ -67,11 +69,13 @@ secrets: [HF_TOKEN]
     assert [s["argv"] for s in run.steps] == [["train", "axolotl.yaml"],
                                                ["merge-lora", "axolotl.yaml"]]
     assert {s["cwd"] for s in run.steps} == {str(run_dir)}
-    assert run.steps[0]["env"] == {"HF_HOME": "/workspace/hf-cache", "AXOLOTL_DO_NOT_TRACK": "1",
-                                   "HOME": "/workspace/run/.obc/home",
-                                   "WANDB_PROJECT": "demo", "HF_TOKEN": "t"}
+    assert run.steps[0]["env"] == {
+        "HF_HOME": "/workspace/hf-cache", "AXOLOTL_DO_NOT_TRACK": "1",
+        "HOME": "/workspace/run/.obc/home", "WANDB_RESUME": "allow", "WANDB_PROJECT": "demo",
+        "WANDB_RUN_ID": expected[expected.index("WANDB_PROJECT=demo") + 2].split("=")[1],
+        "HF_TOKEN": "t"}
     assert (run_dir / ".obc/home").is_dir()
-    assert (run_dir / "axolotl.yaml").read_text() == "%YAML 1.1\n---\nbase_model: x\n"
+    assert (run_dir / "axolotl.yaml").read_text().startswith("%YAML 1.1\n---\nbase_model: x\n")
 
 
 @pytest.mark.parametrize(("gpus", "docker_flags", "podman_flags"), [
@@ -218,8 +222,9 @@ steps:
     run = sandbox.run(write_script(tmp_path, text), shell=shell)
     assert run.returncode == 7
     assert [s["argv"] for s in run.steps] == [["one"], ["--exit", "7"]]
-    assert run.stderr.splitlines() == [
+    assert run.messages == [
         "obc: step 1/3 first: record one",
+        "obc: step 1/3 first: done",
         "obc: step 2/3 second: record --exit 7",
         "obc: step 2/3 second failed with exit code 7",
     ]

@@ -69,7 +69,7 @@ secrets: [HF_TOKEN]
     run = sandbox.run(write_script(tmp_path, text), env=engine_env(sandbox, engine,
                                                                    HF_TOKEN=CANARY))
     assert run.returncode == 7, run.stderr
-    assert run.stderr.splitlines()[-1] == "obc: step 3/4 fail failed with exit code 7"
+    assert run.messages[-1] == "obc: step 3/4 fail failed with exit code 7"
     run_dir = tmp_path / "run dir"
     first, fail = trainer_records(run_dir)
     assert (first.program, first.argv, first.cwd) == (

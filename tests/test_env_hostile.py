@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from tests.conftest import SHELLS, compile_text, write_script
+from tests.conftest import SHELLS, compile_text, timeless_status, write_script
 
 CANARY = "hf_CANARY_9d3e'\"$(touch PWNED)`id` ${HOME}"
 JOB = """\
@@ -80,13 +80,17 @@ def hostile_envs(sandbox, rc_file) -> list[dict[str, str]]:
 def outcome(run, sandbox, names=("WANDB_PROJECT", "HF_TOKEN")) -> dict:
     """What must not change: exit code, output, what the steps got, the run dir."""
     run_dir = sandbox.home / "overbrainer/runs/env"
+    files = {str(p.relative_to(run_dir)): (p.read_bytes() if p.is_file() else None,
+                                            stat.S_IMODE(p.stat().st_mode))
+             for p in sorted(run_dir.rglob("*"))}
+    if ".obc/status.json" in files:
+        status, mode = files[".obc/status.json"]
+        files[".obc/status.json"] = (timeless_status(status), mode)
     return {
-        "code": run.returncode, "stdout": run.stdout, "stderr": run.stderr,
+        "code": run.returncode, "stdout": run.stdout, "stderr": run.messages,
         "steps": [(s["argv"], s["cwd"], {n: s["env"].get(n) for n in names})
                   for s in run.steps],
-        "files": {str(p.relative_to(run_dir)): (p.read_bytes() if p.is_file() else None,
-                                                 stat.S_IMODE(p.stat().st_mode))
-                  for p in sorted(run_dir.rglob("*"))},
+        "files": files,
     }
 
 

@@ -20,7 +20,7 @@ from compiler.rules.sbatch_options import (
     SBATCH_OPTIONS,
     sbatch_matches,
 )
-from tests.conftest import REPO, Sandbox, compile_text, container_name, write_script
+from tests.conftest import REPO, Sandbox, compile_text, container_name, untimed, write_script
 from tests.engines import trainer_records
 from tests.slurm_cluster import SlurmCluster, missing_programs
 
@@ -94,7 +94,8 @@ slurm: {time: "00:05:00"}
     job = slurm.wait(job_id)
     assert (job.state, job.exit_code) == ("FAILED", 7)
     assert [r["argv"] for r in sandbox.records()] == [["--exit", "7"]]
-    assert "obc: step 1/2 fails failed with exit code 7" in output(tmp_path, "failing", job_id)
+    assert "obc: step 1/2 fails failed with exit code 7" in untimed(
+        output(tmp_path, "failing", job_id))
 
 
 def test_every_node_gets_its_rank_and_the_same_rendezvous(slurm, sandbox, tmp_path):
@@ -212,7 +213,7 @@ slurm: {requeue: true}
     log = output(tmp_path, "requeued", job_id)
     assert (job.state, job.exit_code, job.fields["Restarts"]) == ("COMPLETED", 0, "1"), log
     assert [r["argv"] for r in sandbox.records()] == [["first"], ["second"], ["second"], ["third"]]
-    assert "obc: step 1/3 first: finished before the job was requeued, skipped" in log
+    assert "obc: step 1/3 first: finished before the job was requeued, skipped" in untimed(log)
     done = sandbox.home / "overbrainer/runs/requeued/.obc/done"
     assert sorted(p.name for p in done.iterdir()) == ["first", "second", "third"]
     assert (done / "third").read_text() == f"{job_id}\n"

@@ -221,7 +221,7 @@ slurm: {requeue: true}
     run = sandbox.run(script, shell=shell, env=env)
     assert run.returncode == 0, run.stderr
     assert [s["argv"] for s in run.steps] == [["b"], ["c"]]
-    assert "obc: step 1/3 a: finished before the job was requeued, skipped" in run.stderr
+    assert "obc: step 1/3 a: finished before the job was requeued, skipped" in run.messages
     assert {p.name: p.read_text() for p in done.iterdir()} == {"a": "42\n", "b": "42\n",
                                                                 "c": "42\n"}
     # The first run of a job (no restart yet) runs everything.

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..axolotl import AXOLOTL_CONFIG_NAME
 from ..diagnostics import show
 from ..load import Path_
 from .common import Problem, get
 
 # Linux refuses one argument or environment string of 32 pages (MAX_ARG_STRLEN) at exec.
 MAX_ARG_BYTES = 131_071
-AXOLOTL_CONFIG_NAME = "axolotl.yaml"
 # The steps trainer.axolotl adds, by name; explicit steps come after them.
 AXOLOTL_STEP_NAMES = ("preprocess", "train", "merge")
 

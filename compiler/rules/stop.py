@@ -1,5 +1,6 @@
 """How a job ends when it is told to stop: the signal Slurm sends before the time limit must
-reach the script and be one it stops on, early enough for the step's stop timeout."""
+reach the script and be one it stops on, early enough for the checkpoint it waits for and
+the step's stop timeout; a job that requeues itself must be able to tell the time limit."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import re
 from collections.abc import Iterator
 
 from ..diagnostics import show
-from ..model import DEFAULT_SLURM_SIGNAL, DEFAULT_STOP_TIMEOUT
+from ..model import DEFAULT_STOP_TIMEOUT, default_signal
+from ..trainer import DEFAULT_GRACE
 from .common import Problem, get
 
 # The signals job.sh traps, and so can stop its step on.
@@ -17,16 +19,33 @@ SLURM_DEFAULT_LEAD = 60
 
 
 def check(data: dict) -> Iterator[Problem]:
-    signal = get(data, "slurm", "signal")
-    if not isinstance(signal, str):
-        signal = None if get(data, "slurm") is None else DEFAULT_SLURM_SIGNAL
-    if signal is None:
+    yield from _checkpoint_needs_a_trainer(data)
+    slurm = data.get("slurm")
+    if not isinstance(slurm, dict):
         return
-    match = _SIGNAL.fullmatch(signal)
+    signal = slurm.get("signal")
+    match = _SIGNAL.fullmatch(signal if isinstance(signal, str) else default_signal(slurm))
     if match is None:
         return  # the schema's pattern reports it
-    yield from _reaches_the_script(match, signal)
+    yield from _reaches_the_script(match, match.group())
     yield from _early_enough(data, match)
+    itself = [key for key in ("max_restarts",) if key in slurm] + \
+        [key for key in ("retry",) if key in data]
+    if itself and slurm.get("requeue") is False:
+        yield Problem(("slurm", "requeue"), f"the job requeues itself ({itself[0]}), which "
+                      "Slurm allows only to a job that may be requeued",
+                      "remove requeue: false")
+    if "max_restarts" in slurm and match["name"] in ("TERM", "INT", "HUP"):
+        yield Problem(("slurm", "signal"), f"scancel and preemption send {match['name']} "
+                      "too, so a job that requeues itself at the time limit "
+                      "(slurm.max_restarts) could not tell them apart",
+                      "use a signal only the time limit sends: B:USR1@120")
+
+
+def _checkpoint_needs_a_trainer(data: dict) -> Iterator[Problem]:
+    if "checkpoint" in data and "trainer" not in data:
+        yield Problem(("checkpoint",), "only applies to trainer.axolotl, whose train "
+                      "checkpoints when asked", at_key=True)
 
 
 def _reaches_the_script(match: re.Match, signal: str) -> Iterator[Problem]:
@@ -41,12 +60,20 @@ def _reaches_the_script(match: re.Match, signal: str) -> Iterator[Problem]:
 
 def _early_enough(data: dict, match: re.Match) -> Iterator[Problem]:
     lead = int(match["lead"]) if match["lead"] else SLURM_DEFAULT_LEAD
-    timeout = get(data, "runtime", "stop_timeout")
-    timeout = timeout if isinstance(timeout, int) else DEFAULT_STOP_TIMEOUT
-    if timeout >= lead:
-        at_timeout = isinstance(get(data, "runtime", "stop_timeout"), int)
-        yield Problem(("runtime", "stop_timeout") if at_timeout else ("slurm", "signal"),
-                      f"a step may take {timeout} s to stop, but Slurm signals only {lead} s "
-                      "before the time limit, when it kills the job",
-                      "give the signal more lead (slurm.signal: B:TERM@300) or the step less "
-                      "time (runtime.stop_timeout)")
+    timeout = _integer(get(data, "runtime", "stop_timeout"), DEFAULT_STOP_TIMEOUT)
+    grace = _integer(get(data, "checkpoint", "grace"), DEFAULT_GRACE) \
+        if "trainer" in data and get(data, "checkpoint", "on_signal") is not False else 0
+    if timeout + grace >= lead:
+        given = [path for path in (("runtime", "stop_timeout"), ("checkpoint", "grace"))
+                 if isinstance(get(data, *path), int)]
+        waits = f"waits up to {grace} s for a checkpoint, then " if grace else ""
+        yield Problem(given[0] if given else ("slurm", "signal"),
+                      f"a stopped job {waits}gives its step {timeout} s to stop, but Slurm "
+                      f"signals only {lead} s before the time limit, when it kills the job",
+                      "give the signal more lead (slurm.signal: B:TERM@300), or the "
+                      "checkpoint (checkpoint.grace) or the step (runtime.stop_timeout) less "
+                      "time")
+
+
+def _integer(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default

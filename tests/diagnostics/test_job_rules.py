@@ -69,9 +69,18 @@ BAD = [
     case("stop-timeout-longer-than-the-lead",
          "version: 1\nid: r\nruntime: {kind: docker, stop_timeout: 300}\n" + STEPS +
          "slurm: {signal: 'B:TERM@120'}\n", 3, 39, "runtime.stop_timeout",
-         "a step may take 300 s to stop", "only 120 s before the time limit"),
+         "gives its step 300 s to stop", "only 120 s before the time limit"),
     case("default-stop-timeout-against-a-short-lead", BASE + "slurm: {signal: 'B:TERM@30'}\n",
-         5, 17, "slurm.signal", "a step may take 60 s to stop", "only 30 s"),
+         5, 17, "slurm.signal", "gives its step 60 s to stop", "only 30 s"),
+    case("grace-and-timeout-longer-than-the-lead",
+         "version: 1\nid: r\nruntime: {kind: docker}\ntrainer: {axolotl: {config: {}}}\n"
+         "checkpoint: {grace: 90}\nslurm: {signal: 'B:TERM@120'}\n", 5, 21,
+         "checkpoint.grace", "waits up to 90 s for a checkpoint, then gives its step 60 s"),
+    case("restarts-need-a-time-limit-signal",
+         BASE + "slurm: {max_restarts: 2, signal: 'B:TERM@300'}\n", 5, 34, "slurm.signal",
+         "scancel and preemption send TERM too", "B:USR1@120"),
+    case("checkpoint-without-a-trainer", BASE + "checkpoint: {grace: 10}\n", 5, 1,
+         "checkpoint", "only applies to trainer.axolotl"),
     case("stop-timeout-zero", with_runtime("  kind: native\n  stop_timeout: 0\n"), 5, 17,
          "runtime.stop_timeout", "must be at least 1"),
     case("network-on-several-nodes",
@@ -130,6 +139,10 @@ INLINE_RUN = ("version: 1\nid: r\nruntime: {kind: docker}\ntrainer:\n  axolotl:\
                                                           "learning_rate: 3\n"}),
     case("config-tab", CONFIG_RUN, 2, 1, "", "a tab is used for indentation",
          attachments={"c.yaml": "a: 1\n\tb: 2\n"}),
+    case("config-not-a-mapping", CONFIG_RUN, 1, 1, "", "does not hold a YAML mapping",
+         attachments={"c.yaml": "- a\n"}),
+    case("config-unclosed", CONFIG_RUN, 2, 1, "", "never closed",
+         attachments={"c.yaml": "a: [\n"}),
 ])
 def test_a_broken_axolotl_config_is_reported_in_the_config_itself(bad, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -1,0 +1,119 @@
+"""Normalising `trainer.axolotl`: its steps, the config written into the run dir, where train
+resumes from and how it checkpoints on a stop signal. Part of the normalise stage: the input
+is valid, so nothing here reports problems (axolotl.config_problems has reported them)."""
+
+from __future__ import annotations
+
+import io
+import posixpath
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from .axolotl import AXOLOTL_CONFIG_NAME, DEFAULT_OUTPUT_DIR, TRIGGER_FILE, read_config
+from .model import CONTAINER_RUN_DIR, Checkpoints, EmbeddedFile, Mount, OnSignal, Step
+
+# Step name and Axolotl command, in the order they run.
+AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
+TRAIN = "train"
+DEFAULT_GRACE = 45
+DEFAULT_CHECK_INTERVAL = 1
+
+
+def axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
+    enabled = {"preprocess": axolotl.get("preprocess", False), TRAIN: True,
+               "merge": axolotl.get("merge", False)}
+    extra = {TRAIN: tuple(axolotl.get("args", ()))}
+    return tuple(Step(name, ("axolotl", command, AXOLOTL_CONFIG_NAME, *extra.get(name, ())),
+                      "all" if name == TRAIN else "first")
+                 for name, command in AXOLOTL_STEPS if enabled[name])
+
+
+def config_file(data: dict[str, Any], text: str | None) -> EmbeddedFile:
+    """The Axolotl config as the job writes it into the run dir: a config file as it is, an
+    inline config as YAML that Axolotl reads back to the same values; with checkpoint
+    on_signal, and no dynamic_checkpoint of the user's own, a block that turns it on."""
+    config = data["trainer"]["axolotl"]["config"]
+    body = text if isinstance(config, str) and text is not None else dump_config(config)
+    origin = config if isinstance(config, str) else "trainer.axolotl.config"
+    parsed = read_config(body) if isinstance(config, str) else config
+    if on_signal(data) and "dynamic_checkpoint" not in parsed:
+        body = _with_trigger(body, data.get("checkpoint", {}))
+    return EmbeddedFile(AXOLOTL_CONFIG_NAME, body, origin)
+
+
+def _with_trigger(body: str, checkpoint: dict[str, Any]) -> str:
+    interval = checkpoint.get("check_interval", DEFAULT_CHECK_INTERVAL)
+    ending = "" if body.endswith("\n") or not body else "\n"
+    return (f"{body}{ending}\n"
+            "# Added by obc (checkpoint.on_signal): when the job is told to stop, job.sh\n"
+            f"# creates {TRIGGER_FILE} in output_dir and waits for the checkpoint\n"
+            "# Axolotl then saves, before it stops train.\n"
+            f"dynamic_checkpoint:\n  enabled: true\n  check_interval: {interval}\n")
+
+
+def on_signal(data: dict[str, Any]) -> bool:
+    return "trainer" in data and data.get("checkpoint", {}).get("on_signal", True)
+
+
+def signal_checkpoint(data: dict[str, Any], config: dict[str, Any]) -> OnSignal | None:
+    if not on_signal(data):
+        return None
+    ours = config.get("dynamic_checkpoint") or {}
+    trigger = ours.get("trigger_file_path") or TRIGGER_FILE
+    return OnSignal(data.get("checkpoint", {}).get("grace", DEFAULT_GRACE), str(trigger))
+
+
+def checkpoints(data: dict[str, Any], config: dict[str, Any],
+                mounts: tuple[Mount, ...] | None) -> Checkpoints | None:
+    """Where train's checkpoints are: on the machine, and as Axolotl sees them (in a
+    container, `mounts` map its paths to the machine's; None for a native job)."""
+    resume = data["trainer"]["axolotl"].get("resume", "auto") == "auto"
+    if not resume and not on_signal(data):
+        return None
+    output_dir = posixpath.normpath(str(config.get("output_dir", DEFAULT_OUTPUT_DIR)))
+    if not output_dir.startswith("/"):
+        base, rest = None, output_dir
+    elif mounts is None:
+        base, rest = output_dir, "."
+    else:
+        base, rest = host_folder(output_dir, mounts)
+    return Checkpoints(TRAIN, output_dir, base, rest, resume)
+
+
+def host_folder(path: str, mounts: tuple[Mount, ...]) -> tuple[str | None, str]:
+    """Map an absolute path in the container to (the machine's folder it is in: None for the
+    run dir, else a mount's source; the rest of the path). The caller has checked it maps."""
+    for target, source in ((CONTAINER_RUN_DIR, None),
+                           *((m.target.rstrip("/"), m.source) for m in mounts)):
+        if path == target or path.startswith(target + "/"):
+            return source, posixpath.relpath(path, target)
+    raise ValueError(f"{path} is in no folder the container mounts")
+
+
+def dump_config(config: dict[str, Any]) -> str:
+    """Return an inline Axolotl config as YAML that Axolotl reads back to the same values."""
+    # Axolotl reads its config with PyYAML, which speaks YAML 1.1: written as 1.1, strings
+    # such as 'yes' or 'on' come out quoted and floats keep the dot PyYAML needs (2.0e-05).
+    text = _dump(config, allow_unicode=True)
+    if _load_1_1(text) != config:
+        # Some characters (NEL, U+2028) are line breaks to YAML 1.1 even inside quotes;
+        # escaping every non-ASCII character keeps them exact.
+        text = _dump(config, allow_unicode=False)
+    return text
+
+
+def _dump(config: dict[str, Any], *, allow_unicode: bool) -> str:
+    yaml = YAML(typ="safe", pure=True)
+    yaml.version = (1, 1)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False
+    yaml.allow_unicode = allow_unicode
+    yaml.width = 4096
+    stream = io.StringIO()
+    yaml.dump(config, stream)
+    return stream.getvalue()
+
+
+def _load_1_1(text: str) -> Any:
+    return YAML(typ="safe", pure=True).load(text)
