@@ -86,12 +86,12 @@ def test_the_recipe_real_axolotl_preprocesses_trains_and_merges_from_its_venv(
 def test_axolotl_train_cannot_start_accelerate_without_its_venv_on_path(
         axolotl_venv, tiny_model, tmp_path):
     # What a job meets that runs <venv>/bin/axolotl without activating the venv: `train`
-    # execs `accelerate` by name, from PATH.
+    # execs `accelerate` by name (os.execvpe), from PATH, and reports the last folder tried.
     (tmp_path / "axolotl.yaml").write_text(dump(lora_config(tiny_model)))
     result = run_axolotl(axolotl_venv, "train", tmp_path, clean_env(home(tmp_path), **OFFLINE))
     assert result.returncode == 1
-    assert "FileNotFoundError: [Errno 2] No such file or directory: 'accelerate'" in \
-        result.stderr
+    assert result.stderr.splitlines()[-1] == \
+        "FileNotFoundError: [Errno 2] No such file or directory: b'/bin/accelerate'"
 
 
 def test_a_native_axolotl_job_preprocesses_trains_and_merges(axolotl_venv, tiny_model,
