@@ -69,6 +69,10 @@ def tiny_model(axolotl_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> 
                             env=clean_env(home, **OFFLINE), capture_output=True, text=True,
                             timeout=300, check=False)
     assert result.returncode == 0, result.stderr
+    # save_pretrained writes the weights 0600: a container step that runs as another user
+    # must still read them.
+    for path in (root, *root.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
     return TinyModel(root)
 
 
