@@ -155,7 +155,7 @@ def test_torchrun_joins_the_ranks_of_two_nodes_in_one_all_reduce(
         "runtime": {"kind": "native", "venv": str(axolotl_venv)},
         "paths": {"run_dir": str(run_dir)},
         "files": {"allreduce.py": "allreduce.py"},
-        "steps": [{"name": "allreduce", "run": ["sh", "-c", torchrun]}],
+        "steps": [{"name": "allreduce", "nodes": "all", "run": ["sh", "-c", torchrun]}],
         "slurm": two_nodes()})))
     job_id = slurm.submit(script, cwd=tmp_path, env=clean_env(home(tmp_path)))
     job = slurm.wait(job_id, timeout=JOB_TIMEOUT)
