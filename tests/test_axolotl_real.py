@@ -64,6 +64,27 @@ def home(tmp_path: Path) -> Path:
     return folder
 
 
+def native(venv: Path) -> dict:
+    return {"kind": "native", "venv": str(venv)}
+
+
+def run_job(tmp_path: Path, text: str, **env: str) -> None:
+    """Compile the run file `text` and run its job.sh as an admin would; it must succeed."""
+    script = write_script(tmp_path, compile_text(tmp_path, text))
+    result = subprocess.run(["sh", str(script)], env=clean_env(home(tmp_path), **env),
+                            capture_output=True, text=True, timeout=JOB_TIMEOUT, check=False)
+    assert result.returncode == 0, last_lines(result.stderr)
+
+
+def sbatch_job(slurm, tmp_path: Path, job_id: str, text: str) -> None:
+    """Compile the run file `text` and sbatch its job.sh; it must complete."""
+    script = write_script(tmp_path, compile_text(tmp_path, text))
+    slurm_id = slurm.submit(script, cwd=tmp_path, env=clean_env(home(tmp_path)))
+    job = slurm.wait(slurm_id, timeout=JOB_TIMEOUT)
+    log = (tmp_path / f"{job_id}-{slurm_id}.out").read_text()
+    assert (job.state, job.exit_code) == ("COMPLETED", 0), last_lines(log)
+
+
 def test_axolotl_train_cannot_start_accelerate_without_its_venv_on_path(
         axolotl_venv, tiny_model, tmp_path):
     # What a job meets that runs <venv>/bin/axolotl without activating the venv: `train`
@@ -80,24 +101,16 @@ def test_axolotl_train_cannot_start_accelerate_without_its_venv_on_path(
 def test_a_native_axolotl_job_preprocesses_trains_and_merges(axolotl_venv, tiny_model,
                                                              tmp_path):
     run_dir = tmp_path / "run"
-    script = write_script(tmp_path, compile_text(tmp_path, axolotl_run_file(
-        "native-axolotl", {"kind": "native", "venv": str(axolotl_venv)},
-        lora_config(tiny_model), paths={"run_dir": str(run_dir)})))
-    result = subprocess.run(["sh", str(script)], env=clean_env(home(tmp_path)),
-                            capture_output=True, text=True, timeout=JOB_TIMEOUT, check=False)
-    assert result.returncode == 0, last_lines(result.stderr)
+    run_job(tmp_path, axolotl_run_file("native-axolotl", native(axolotl_venv),
+                                       lora_config(tiny_model), paths={"run_dir": str(run_dir)}))
     assert missing_outputs(run_dir) == []
 
 
 def test_a_native_axolotl_job_runs_under_slurm(slurm, axolotl_venv, tiny_model, tmp_path):
     run_dir = tmp_path / "run"
-    script = write_script(tmp_path, compile_text(tmp_path, axolotl_run_file(
-        "slurm-axolotl", {"kind": "native", "venv": str(axolotl_venv)},
-        lora_config(tiny_model), paths={"run_dir": str(run_dir)}, slurm={"time": 30})))
-    job_id = slurm.submit(script, cwd=tmp_path, env=clean_env(home(tmp_path)))
-    job = slurm.wait(job_id, timeout=JOB_TIMEOUT)
-    log = (tmp_path / f"slurm-axolotl-{job_id}.out").read_text()
-    assert (job.state, job.exit_code) == ("COMPLETED", 0), last_lines(log)
+    sbatch_job(slurm, tmp_path, "slurm-axolotl", axolotl_run_file(
+        "slurm-axolotl", native(axolotl_venv), lora_config(tiny_model),
+        paths={"run_dir": str(run_dir)}, slurm={"time": 30}))
     assert missing_outputs(run_dir) == []
 
 
@@ -111,12 +124,9 @@ def test_an_axolotl_job_runs_in_podman(podman, axolotl_image, axolotl_venv, tiny
                "readonly": True}]
     runtime = {"kind": "podman", "image": axolotl_image, "gpus": "none", "mounts": mounts,
                "extra_args": ["--network=none"]}
-    script = write_script(tmp_path, compile_text(tmp_path, axolotl_run_file(
+    run_job(tmp_path, axolotl_run_file(
         job_id, runtime, lora_config(tiny_model),
-        paths={"run_dir": str(run_dir), "cache_dir": str(tmp_path / "cache")})))
-    result = subprocess.run(["sh", str(script)], env=clean_env(home(tmp_path), **podman.env),
-                            capture_output=True, text=True, timeout=JOB_TIMEOUT, check=False)
-    assert result.returncode == 0, last_lines(result.stderr)
+        paths={"run_dir": str(run_dir), "cache_dir": str(tmp_path / "cache")}), **podman.env)
     assert missing_outputs(run_dir) == []
 
 
@@ -150,17 +160,12 @@ def test_torchrun_joins_the_ranks_of_two_nodes_in_one_all_reduce(
     torchrun = ('exec torchrun --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" '
                 '--rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" '
                 '--rdzv_id "$SLURM_JOB_ID" allreduce.py')
-    script = write_script(tmp_path, compile_text(tmp_path, dump({
-        "version": 1, "id": "allreduce",
-        "runtime": {"kind": "native", "venv": str(axolotl_venv)},
+    sbatch_job(slurm, tmp_path, "allreduce", dump({
+        "version": 1, "id": "allreduce", "runtime": native(axolotl_venv),
         "paths": {"run_dir": str(run_dir)},
         "files": {"allreduce.py": "allreduce.py"},
         "steps": [{"name": "allreduce", "nodes": "all", "run": ["sh", "-c", torchrun]}],
-        "slurm": two_nodes()})))
-    job_id = slurm.submit(script, cwd=tmp_path, env=clean_env(home(tmp_path)))
-    job = slurm.wait(job_id, timeout=JOB_TIMEOUT)
-    log = (tmp_path / f"allreduce-{job_id}.out").read_text()
-    assert (job.state, job.exit_code) == ("COMPLETED", 0), last_lines(log)
+        "slurm": two_nodes()}))
     records = [json.loads((run_dir / f"allreduce-{rank}.json").read_text())
                for rank in (0, 1)]
     assert [(r["rank"], r["world_size"], r["sum"]) for r in records] == [
@@ -176,14 +181,9 @@ def test_axolotl_trains_one_model_across_two_nodes_with_torchrun(
     # trains alone).
     run_dir = tmp_path / "run"
     config = lora_config(tiny_model, max_memory={"cpu": "2GiB"})
-    script = write_script(tmp_path, compile_text(tmp_path, axolotl_run_file(
-        "multinode-axolotl", {"kind": "native", "venv": str(axolotl_venv)}, config,
-        env={"ACCELERATE_USE_CPU": "true"}, paths={"run_dir": str(run_dir)},
-        slurm=two_nodes())))
-    job_id = slurm.submit(script, cwd=tmp_path, env=clean_env(home(tmp_path)))
-    job = slurm.wait(job_id, timeout=JOB_TIMEOUT)
-    log = (tmp_path / f"multinode-axolotl-{job_id}.out").read_text()
-    assert (job.state, job.exit_code) == ("COMPLETED", 0), last_lines(log)
+    sbatch_job(slurm, tmp_path, "multinode-axolotl", axolotl_run_file(
+        "multinode-axolotl", native(axolotl_venv), config, env={"ACCELERATE_USE_CPU": "true"},
+        paths={"run_dir": str(run_dir)}, slurm=two_nodes()))
     assert missing_outputs(run_dir) == []
     # One data-parallel group of two ranks: each step took a micro batch on each node, so
     # the steps covered twice the rows a single process would have.
