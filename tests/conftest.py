@@ -16,6 +16,7 @@ import pytest
 
 from compiler.cli import main
 from compiler.pipeline import compile_files
+from tests.slurm_cluster import SlurmCluster, missing_programs
 
 REPO = Path(__file__).resolve().parent.parent
 STUBS = Path(__file__).resolve().parent / "stubs"
@@ -231,6 +232,21 @@ def start_script(script: Path, *args: str, shell: str, env: dict[str, str]) -> s
                             preexec_fn=default_signals)  # noqa: PLW1509 (no threads here)
 
 
-# The real engines of tests/engines.py, as fixtures for every test module.
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory):
+    """The real Slurm cluster of tests/slurm_cluster.py, one per session for every module."""
+    missing = missing_programs()
+    assert not missing, f"tests/run installs Slurm; missing here: {', '.join(missing)}"
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+# As fixtures for every test module: the real engines of tests/engines.py, and real Axolotl
+# (tests/axolotl.py: its venv, the tiny model, the image that runs them).
+from tests.axolotl import axolotl_image, axolotl_venv, tiny_model  # noqa: E402,F401
 from tests.engines import cleanup, docker, podman, test_image_tar  # noqa: E402,F401
 from tests.registry import start_registry, token_service  # noqa: E402,F401

@@ -22,21 +22,9 @@ from compiler.rules.sbatch_options import (
 )
 from tests.conftest import REPO, Sandbox, compile_text, container_name, untimed, write_script
 from tests.engines import trainer_records
-from tests.slurm_cluster import SlurmCluster, missing_programs
+from tests.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def slurm(tmp_path_factory: pytest.TempPathFactory):
-    missing = missing_programs()
-    assert not missing, f"tests/run installs Slurm; missing here: {', '.join(missing)}"
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def submit(slurm: SlurmCluster, sandbox: Sandbox, tmp_path: Path, text: str, **env: str):
