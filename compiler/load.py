@@ -9,18 +9,23 @@ key came from.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml import events as ev
+from ruamel.yaml.composer import Composer
+from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
+from ruamel.yaml.resolver import VersionedResolver
 
 from .diagnostics import Diagnostic, ObcError, field_path
 from .project import shown
@@ -95,9 +100,9 @@ def load_source(path: Path) -> tuple[Source, list[Diagnostic]]:
     source = Source(file=display_name(path), directory=path.parent)
     try:
         text = _decode(_read_bytes(path))
-        node = _compose(text)
+        node, loader = _compose(text)
         _Measure().check(node)
-        source.data = _Builder(source, text).build(node, ())
+        source.data = _Builder(source, text, loader).build(node, ())
     except LoadError as problem:
         mark = problem.mark
         return source, [Diagnostic(source.file, mark.line, mark.column, field_path(problem.path),
@@ -149,11 +154,13 @@ def _yaml() -> YAML:
     return yaml
 
 
-def _compose(text: str) -> Node:
-    yaml = _yaml()
+def _compose(text: str) -> tuple[Node, _EventLoader]:
     try:
-        _screen_events(yaml, text)
-        node = yaml.compose(io.StringIO(text))
+        events, version = _screen_events(text)
+        loader = _EventLoader(events, version)
+        composer = Composer(loader)
+        composer.warn_double_anchors = False  # reusing an anchor name is valid YAML
+        node = composer.get_single_node()
     except MarkedYAMLError as error:
         raise syntax_error(error, text) from error
     except ReaderError as error:
@@ -173,28 +180,76 @@ def _compose(text: str) -> Node:
     if node is None:
         raise LoadError(Mark(1, 1), "file is empty; a run file is a mapping with 'version', 'id', "
                         "'runtime' and 'trainer' or 'steps'")
-    return node
+    return node, loader
 
 
-def _screen_events(yaml: YAML, text: str) -> None:
-    """Reject what obc does not read (tags, several documents, YAML 1.1); bound depth and size."""
+def _screen_events(text: str) -> tuple[list[ev.Event], tuple[int, int] | None]:
+    """Reject what obc does not read (tags, several documents, YAML 1.1); bound depth and size.
+
+    Returns the events, to be composed without parsing the text again (pure-Python parsing is
+    most of what loading costs), and the YAML version the document declares, if any.
+    """
     depth = documents = values = 0
-    for event in yaml.parse(io.StringIO(text)):
-        mark = Mark(event.start_mark.line + 1, event.start_mark.column + 1)
-        if isinstance(event, ev.DocumentStartEvent):
-            documents += 1
-            _screen_document(event, documents, mark)
-        values += isinstance(event, ev.ScalarEvent | ev.CollectionStartEvent)
-        depth += isinstance(event, ev.CollectionStartEvent)
-        depth -= isinstance(event, ev.CollectionEndEvent)
-        if values > MAX_VALUES:  # stop early: pure-Python YAML reads ~10,000 values a second
-            raise LoadError(mark, f"file holds more than {MAX_VALUES:,} values; a run file has "
-                            "a few hundred", "put large content in files:")
-        if depth > MAX_DEPTH:
-            raise LoadError(mark, f"nesting is deeper than {MAX_DEPTH} levels")
-        if getattr(event, "tag", None) is not None:
-            raise LoadError(mark, f"YAML tag '{_shorthand(event.tag)}' is not allowed",
-                            "remove the tag: obc reads plain YAML values only")
+    events: list[ev.Event] = []
+    version = None
+    with contextlib.closing(_parser().parse(io.StringIO(text))) as parsed:
+        for event in parsed:
+            events.append(event)
+            mark = Mark(event.start_mark.line + 1, event.start_mark.column + 1)
+            if isinstance(event, ev.DocumentStartEvent):
+                documents += 1
+                _screen_document(event, documents, mark)
+                version = event.version
+            values += isinstance(event, ev.ScalarEvent | ev.CollectionStartEvent)
+            depth += isinstance(event, ev.CollectionStartEvent)
+            depth -= isinstance(event, ev.CollectionEndEvent)
+            if values > MAX_VALUES:  # stop early: pure-Python YAML reads ~10,000 values/second
+                raise LoadError(mark, f"file holds more than {MAX_VALUES:,} values; a run file "
+                                "has a few hundred", "put large content in files:")
+            if depth > MAX_DEPTH:
+                raise LoadError(mark, f"nesting is deeper than {MAX_DEPTH} levels")
+            if getattr(event, "tag", None) is not None:
+                raise LoadError(mark, f"YAML tag '{_shorthand(event.tag)}' is not allowed",
+                                "remove the tag: obc reads plain YAML values only")
+    return events, version
+
+
+@cache
+def _parser() -> YAML:
+    """The YAML object that parses run files into events; it keeps no state between files."""
+    return _yaml()
+
+
+class _Replay:
+    """What ruamel's Composer reads from a parser, served from events parsed already."""
+
+    def __init__(self, events: list[ev.Event]) -> None:
+        self.events, self.next = events, 0
+
+    def check_event(self, *choices: type) -> bool:
+        if self.next >= len(self.events):
+            return False
+        return not choices or isinstance(self.events[self.next], choices)
+
+    def peek_event(self) -> ev.Event:
+        return self.events[self.next]
+
+    def get_event(self) -> ev.Event:
+        self.next += 1
+        return self.events[self.next - 1]
+
+
+class _EventLoader:
+    """What ruamel's Composer and constructor need of a loader: the replayed events, a
+    resolver for the document's YAML version (1.2 unless it declares one), the depth bound."""
+
+    max_depth = MAX_DEPTH
+
+    def __init__(self, events: list[ev.Event], version: tuple[int, int] | None) -> None:
+        self._parser = _Replay(events)
+        self._resolver = VersionedResolver(version=version, loader=self)
+
+
 
 
 def _screen_document(event: ev.DocumentStartEvent, number: int, mark: Mark) -> None:
@@ -317,9 +372,9 @@ class _Measure:
 class _Builder:
     """Builds plain data from a measured node graph, recording positions."""
 
-    def __init__(self, source: Source, text: str) -> None:
+    def __init__(self, source: Source, text: str, loader: _EventLoader) -> None:
         self.source, self.text = source, text
-        self.constructor = _yaml().constructor
+        self.constructor = SafeConstructor(loader=loader)
 
     def build(self, node: Node, path: Path_) -> Any:
         self.source.values[path] = self._position(node)
