@@ -17,7 +17,7 @@ from pathlib import Path
 from . import __version__
 from .diagnostics import Diagnostic, ObcError
 from .lockfile import default_lock_path, format_lock
-from .pipeline import compile_files
+from .pipeline import Options, compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
 from .sources import allowed_folders
@@ -72,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="resolve every tag again, not only those the lock lacks")
     lock.add_argument("--skopeo", action="store_true",
                       help="resolve with `skopeo inspect`, which uses your registry logins")
+    compile_.add_argument("--full-check", action="store_true",
+                          help="run shellcheck on every script as written, rather than once "
+                               "per script shape (slower; what CI can afford)")
+    compile_.add_argument("--no-cache", action="store_true",
+                          help="neither read nor write obc's cache (OBC_COMPILE_CACHE)")
     commands.add_parser("validate", parents=[inputs], help="check run files, write nothing")
     commands.add_parser("schema", help="print the JSON Schema of the run file")
     return parser
@@ -102,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    problems = compile_files(args.paths, allowed=allowed_folders(args.allow_dir)).diagnostics
+    problems = compile_files(
+        args.paths, options=Options(allowed=allowed_folders(args.allow_dir))).diagnostics
     _report(args.format, problems)
     return EXIT_INVALID if problems else EXIT_OK
 
@@ -114,8 +120,10 @@ def _lock_file(args: argparse.Namespace) -> Path:
 def _compile(args: argparse.Namespace) -> int:
     if args.lock is not None and not args.lock.is_file():
         raise ObcError(f"{args.lock}: no such lock file")
-    result = compile_files(args.paths, args.out, allowed=allowed_folders(args.allow_dir),
-                           lock=_lock_file(args), require_digests=args.require_digests)
+    result = compile_files(args.paths, args.out, Options(
+        allowed=allowed_folders(args.allow_dir), lock=_lock_file(args),
+        require_digests=args.require_digests, full_check=args.full_check,
+        cache=not args.no_cache))
     if result.diagnostics:
         _report(args.format, result.diagnostics)
         return EXIT_INVALID
