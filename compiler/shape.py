@@ -7,11 +7,11 @@ position, say); text that holds a value of the job gets a placeholder, which kee
 quoting, every character that is not an ASCII letter or digit (quotes, `$`, backslashes,
 `~`, blanks, newlines, non-ASCII), the case of each run of letters, and which values are
 equal; words of letters only, and option-like words, stay as written (a command's or an
-option's name can matter). Comments and quoted here-document
-bodies, which shellcheck reads only for directives and end tokens, become one placeholder
-line; a body line shellcheck could take for the end token keeps the body as written, and a
-script whose comments read as directives other than its shape's has no shape. A shape with
-findings says nothing: the scripts it stands for are then checked themselves.
+option's name can matter). Comments and quoted here-document bodies, which shellcheck reads
+only for directives and end tokens, become one placeholder line; a body line shellcheck
+could take for the end token keeps the body as written, and a script whose comments read as
+directives other than its shape's has no shape. A shape with findings says nothing: the
+scripts it stands for are then checked themselves.
 """
 
 from __future__ import annotations
@@ -63,9 +63,11 @@ class ShapePrinter(Printer):
         # Equal numbers stay equal, and each stays on its side of 255 (`exit 256` is a
         # finding, `exit 255` is not).
         if value not in self.numbers:
-            small = sum(0 <= n <= 255 for n in self.numbers) if 0 <= value <= 255 else None
-            self.numbers[value] = str(small) if small is not None else str(
-                256 + len(self.numbers))
+            small = sum(0 <= n <= 255 for n in self.numbers)
+            if not 0 <= value <= 255:
+                self.numbers[value] = str(256 + len(self.numbers))
+            else:  # past 256 small numbers (never, in a job), as written
+                self.numbers[value] = str(small if small <= 255 else value)
         return self.numbers[value]
 
     def comment(self, lines: list[str]) -> ShellText:
