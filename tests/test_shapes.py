@@ -76,7 +76,7 @@ def test_every_code_a_script_gets_its_shape_gets(run, tmp_path_factory):
     root = tmp_path_factory.mktemp("shape")
     (root / "notes.txt").write_text(content, encoding="utf-8")
     (root / "run.yaml").write_text(json.dumps(data), encoding="utf-8")
-    _, job, problems = build_job(root / "run.yaml")
+    _, job, problems = build_job(root / "run.yaml", {})
     assume(job is not None)  # a value the schema refuses: nothing to check
     text = render_job(job)
     shape = shape_of(job, text)
@@ -103,7 +103,7 @@ runtime: {{kind: docker, gpus: [{i}]}}
 trainer: {{axolotl: {{config: {{base_model: m, learning_rate: 0.000{i + 1}}}}}}}
 env: {{WANDB_RUN_NAME: "run {i}"}}
 """)
-        _, job, _ = build_job(tmp_path / "run.yaml")
+        _, job, _ = build_job(tmp_path / "run.yaml", {})
         shapes.add(shape_of(job, text))
     assert len(shapes) == 1
 
