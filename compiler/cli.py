@@ -1,8 +1,9 @@
-"""The `obc` command line: compile, validate, lock, schema. Chooses what is printed and the
-exit code.
+"""The `obc` command line: compile, plan, validate, lock, schema. Chooses what is printed and
+the exit code.
 
 Exit codes: 0 success; 1 invalid input, drift found by --check, or shellcheck findings;
-2 usage error or a broken environment.
+2 usage error or a broken environment. `plan --detailed-exitcode`: 0 no changes, 1 any
+error, 2 changes.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
 from .diagnostics import Diagnostic, ObcError
 from .lockfile import default_lock_path, format_lock
-from .pipeline import compile_files
+from .pipeline import Result, compile_files
+from .plan import plan_scripts
+from .plan_report import PLAN_REPORTERS
 from .reporters import REPORTERS
 from .resources import schema_path
 from .sources import allowed_folders
@@ -25,6 +28,9 @@ from .text import visible
 from .write import MODE, Change, apply, plan, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+# `obc plan --detailed-exitcode`: changes found (no error is 2 there).
+EXIT_CHANGES = 2
+DETAILED = "--detailed-exitcode"
 LOCK_MODE = 0o644
 
 
@@ -72,33 +78,50 @@ def build_parser() -> argparse.ArgumentParser:
                       help="resolve every tag again, not only those the lock lacks")
     lock.add_argument("--skopeo", action="store_true",
                       help="resolve with `skopeo inspect`, which uses your registry logins")
+    planner = commands.add_parser("plan", parents=[inputs, locked],
+                               help="say what compile would change in OUT, by what the jobs "
+                                    "mean, and each job's bill of materials; write nothing")
+    planner.add_argument("-o", "--out", type=Path, default=Path("out"),
+                      help="output folder (default: out)")
+    planner.add_argument("--prune", action="store_true",
+                      help="as compile --prune: count obc's scripts that these inputs do not "
+                           "produce as removed")
+    planner.add_argument("--require-digests", action="store_true",
+                      help="fail on an image that is neither pinned by digest nor locked")
+    planner.add_argument("--detailed-exitcode", action="store_true",
+                      help="exit 0 with no changes, 2 with changes, 1 on any error")
     commands.add_parser("validate", parents=[inputs], help="check run files, write nothing")
     commands.add_parser("schema", help="print the JSON Schema of the run file")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "compile" and args.diff and not args.check:
-        parser.error("--diff works only with --check")
     try:
-        if args.command == "schema":
-            sys.stdout.write(schema_path().read_text(encoding="utf-8"))
-            return EXIT_OK
-        if args.command == "validate":
-            return _validate(args)
-        if args.command == "lock":
-            return _lock(args)
-        return _compile(args)
+        args = parser.parse_args(argv)
+        if args.command == "compile" and args.diff and not args.check:
+            parser.error("--diff works only with --check")
+    except SystemExit as stop:
+        # With --detailed-exitcode (terraform's), 2 means changes: any error is 1.
+        if stop.code == EXIT_USAGE and DETAILED in argv:
+            return EXIT_INVALID
+        raise
+    try:
+        return COMMANDS[args.command](args)
     except ObcError as error:
         print(f"obc: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_INVALID if getattr(args, "detailed_exitcode", False) else EXIT_USAGE
     except BrokenPipeError:
         # The reader went away (`obc compile --check --diff | head`): not an error of ours.
         # Point stdout at /dev/null so the interpreter's final flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_INVALID
+
+
+def _schema(_args: argparse.Namespace) -> int:
+    sys.stdout.write(schema_path().read_text(encoding="utf-8"))
+    return EXIT_OK
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -111,23 +134,48 @@ def _lock_file(args: argparse.Namespace) -> Path:
     return args.lock if args.lock is not None else default_lock_path(args.paths)
 
 
-def _compile(args: argparse.Namespace) -> int:
+def _compile_inputs(args: argparse.Namespace, out: Path | None) -> Result:
     if args.lock is not None and not args.lock.is_file():
         raise ObcError(f"{args.lock}: no such lock file")
-    result = compile_files(args.paths, args.out, allowed=allowed_folders(args.allow_dir),
-                           lock=_lock_file(args), require_digests=args.require_digests)
+    return compile_files(args.paths, out, allowed=allowed_folders(args.allow_dir),
+                         lock=_lock_file(args), require_digests=args.require_digests)
+
+
+def _reading_out(error: OSError) -> ObcError:
+    """OUT or a folder in it cannot be read."""
+    return ObcError(f"{error.filename}: cannot read: {error.strerror or error}")
+
+
+def _compile(args: argparse.Namespace) -> int:
+    result = _compile_inputs(args, args.out)
     if result.diagnostics:
         _report(args.format, result.diagnostics)
         return EXIT_INVALID
     try:
         changes = plan(args.out, result.scripts, prune=args.prune)
-    except OSError as error:  # OUT or a folder in it cannot be read
-        raise ObcError(f"{error.filename}: cannot read: {error.strerror or error}") from error
+    except OSError as error:
+        raise _reading_out(error) from error
     if args.check:
         return _check(args, changes)
     _report(args.format, [])
     _report_writes(apply(changes))
     return EXIT_OK
+
+
+def _plan(args: argparse.Namespace) -> int:
+    """Print what compile would do to OUT; 0, or with --detailed-exitcode 2 if it would
+    change anything. The scripts are not run through shellcheck: compile does that."""
+    result = _compile_inputs(args, None)
+    if result.diagnostics:
+        _report(args.format, result.diagnostics)
+        return EXIT_INVALID
+    try:
+        plans = plan_scripts(args.out, result.scripts, prune=args.prune)
+    except OSError as error:
+        raise _reading_out(error) from error
+    PLAN_REPORTERS[args.format](plans, sys.stdout)
+    changed = any(plan.action in ("add", "change", "remove") for plan in plans)
+    return EXIT_CHANGES if changed and args.detailed_exitcode else EXIT_OK
 
 
 def _report(format_: str, problems: list[Diagnostic]) -> None:
@@ -229,3 +277,7 @@ def _lock_change(image: str, old: str | None, new: str | None) -> str | None:
     if new is None:
         return f"removed {image}: no run file uses it"
     return f"locked {image} at {new}" + (f" (was {old})" if old else "")
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "compile": _compile, "plan": _plan, "validate": _validate, "lock": _lock, "schema": _schema}
