@@ -86,7 +86,10 @@ class Egress:
 @dataclass(frozen=True, slots=True)
 class Command:
     step: str
+    argv: tuple[str, ...]
+    # As the header shows it: each word shell-quoted.
     command: str
+    # On a job of several nodes: every node, or the first.
     where: str = ""
 
 
@@ -119,8 +122,8 @@ def bill_of(job: Job) -> Bill:
         env=job.env,
         secrets=tuple((secret.name, secret.required) for secret in job.secrets),
         egress=_egress(job),
-        commands=tuple(Command(step.name, shell.join_words(step.argv), _where(job, step.name))
-                       for step in job.steps),
+        commands=tuple(Command(step.name, step.argv, shell.join_words(step.argv),
+                               _where(job, step.name)) for step in job.steps),
     )
 
 
@@ -154,9 +157,10 @@ def _user(container: Container) -> Privilege:
         return Privilege("", "steps run as root in the container")
     if container.user != INVOKER:
         return Privilege(f"--user {container.user}", f"steps run as {container.user}")
-    option = ("--userns=keep-id (rootless podman)" if container.engine == "podman"
-              else '--user "$(id -u):$(id -g)"')
-    return Privilege(option, "steps run as the user who starts the job")
+    if container.engine == "podman":
+        return Privilege("--userns=keep-id", "steps run as the user who starts the job "
+                                             "(rootless podman)")
+    return Privilege('--user "$(id -u):$(id -g)"', "steps run as the user who starts the job")
 
 
 def _options(words: list[str]) -> list[str]:

@@ -41,6 +41,12 @@ LABELS: dict[tuple[str, ...], str] = {
     ("obc_version",): "obc",
     ("runtime", "type"): "runtime",
     ("runtime", "image"): "image",
+    ("runtime", "engine"): "engine",
+    ("runtime", "user"): "user",
+    ("runtime", "shm_size"): "shm size",
+    ("runtime", "host_network"): "host network",
+    ("runtime", "venv"): "venv",
+    ("runtime", "env_file"): "env file",
     ("runtime", "extra_args"): "engine options",
     ("runtime", "mounts", "*"): "mount {2}",
     ("runtime", "mounts", "*", "source"): "mount {2} source",
@@ -109,12 +115,18 @@ def show(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, str):
-        return visible(shell.quote(value))
+        return visible(_word(value))
     if isinstance(value, list):
-        return visible(shell.join_words([str(item) for item in value])) if value else "none"
-    if isinstance(value, dict):
-        return str(value.get("type", "set"))
+        return visible(" ".join(_word(str(item)) for item in value)) if value else "none"
+    if isinstance(value, dict):  # a runtime by its engine or type; a block by being there
+        return str(value.get("engine") or value.get("type") or "set")
     return str(value)
+
+
+def _word(text: str) -> str:
+    """Quoted only where it would not read as one word: `~/x` stays as the header has it."""
+    plain = text and not any(char.isspace() or char in "'\"" for char in text)
+    return text if plain else shell.quote(text)
 
 
 def _hidden(value: Any) -> bool:
@@ -134,7 +146,7 @@ def _image_change(before: str, after: str) -> str:
 
 def diff_meaning(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[FieldChange]:
     """Return every field that differs between two meanings, in the new one's order."""
-    if old == new:
+    if old == new and not (path in ORDERED and isinstance(old, dict) and list(old) != list(new)):
         return []
     if isinstance(old, dict) and isinstance(new, dict) and old.get("type") == new.get("type"):
         return _diff_mappings(old, new, path)
