@@ -34,7 +34,7 @@ OPTION_MEANINGS = {
 }
 HF_OFFLINE_VALUES = ("1", "ON", "YES", "TRUE")
 # Run file engine options that leave a container without a network.
-NO_NETWORK = ("--network=none", "--net=none", "--network none", "--net none")
+NO_NETWORK = ("--network=none", "--net=none")
 WANDB_OFF_VALUES = ("offline", "disabled")
 
 
@@ -142,14 +142,16 @@ def _image(reference: str) -> Image:
 
 
 def _privileges(job: Job, container: Container | None) -> tuple[Privilege, ...]:
-    if container is None:
+    if job.native is not None:
         return (Privilege("", "steps run on the machine as the user who starts the job, with "
                               "all of that user's access (no container)"),)
+    if container is None:  # a runtime this report does not know yet: the header says more
+        return (Privilege("", "see the runtime lines of the script's header"),)
     return (_user(container),
             *(Privilege(option, _meaning(option)) for option in
               _options(added_options(job, container))),
             *(Privilege(option, "an engine option of the run file", "run file")
-              for option in _options(list(container.extra_args))))
+              for option in container.extra_args))
 
 
 def _user(container: Container) -> Privilege:
@@ -227,8 +229,10 @@ def _mounts(job: Job, container: Container | None) -> tuple[BillMount, ...]:
 def _writable(job: Job, container: Container | None) -> tuple[str, ...]:
     if container is not None:
         return tuple(mount.source for mount in _mounts(job, container) if mount.mode == "rw")
-    cache = job.cache_dir or "Hugging Face's default cache"
-    return (job.run_dir, cache, "anything else the user who starts the job may write")
+    paths = (job.run_dir, job.cache_dir or "Hugging Face's default cache")
+    if job.native is None:
+        return paths
+    return (*paths, "anything else the user who starts the job may write")
 
 
 def _egress(job: Job) -> tuple[Egress, ...]:
@@ -236,7 +240,7 @@ def _egress(job: Job) -> tuple[Egress, ...]:
     found = [Egress(image.registry, f"pulls the image {image.reference} if the machine lacks "
                     "it") for image in map(_image, _images(job.runtime))]
     container = job.container
-    if container is not None and set(_options(list(container.extra_args))) & set(NO_NETWORK):
+    if container is not None and set(container.extra_args) & set(NO_NETWORK):
         return tuple(found)  # the steps have no network; only the engine pulls
     if env.get("HF_HUB_OFFLINE", "").upper() not in HF_OFFLINE_VALUES:
         found.append(Egress("huggingface.co", "Hugging Face Hub: the models, datasets and "

@@ -146,7 +146,7 @@ def _image_change(before: str, after: str) -> str:
 
 def diff_meaning(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[FieldChange]:
     """Return every field that differs between two meanings, in the new one's order."""
-    if old == new and not (path in ORDERED and isinstance(old, dict) and list(old) != list(new)):
+    if _same(old, new):
         return []
     if isinstance(old, dict) and isinstance(new, dict) and old.get("type") == new.get("type"):
         return _diff_mappings(old, new, path)
@@ -159,6 +159,13 @@ def diff_meaning(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[FieldCh
     if new is _MISSING or new is None and isinstance(old, dict):
         return [FieldChange(path, "removed", before=old)]
     return [FieldChange(path, "changed", old, new)]
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Equal, and mappings in the same order too (== ignores the order of a dict)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return list(old) == list(new) and all(_same(old[key], new[key]) for key in old)
+    return old == new
 
 
 def _diff_mappings(old: dict, new: dict, path: tuple[str, ...]) -> list[FieldChange]:
