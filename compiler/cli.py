@@ -14,11 +14,12 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from . import __version__
 from .diagnostics import Diagnostic, ObcError
 from .lockfile import default_lock_path, format_lock
-from .pipeline import Result, compile_files
+from .pipeline import compile_files
 from .plan import plan_scripts
 from .plan_report import PLAN_REPORTERS
 from .reporters import REPORTERS
@@ -32,6 +33,7 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 EXIT_CHANGES = 2
 DETAILED = "--detailed-exitcode"
 LOCK_MODE = 0o644
+T = TypeVar("T")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     formats = argparse.ArgumentParser(add_help=False)
     formats.add_argument("--format", choices=sorted(REPORTERS), default="text",
                          help="how to print problems: text on stderr (default), or json / "
-                              "github (Actions annotations) on stdout")
+                              "github (Actions annotations) on stdout; a plan: text, json, "
+                              "or github (markdown for a pull request comment)")
     inputs = argparse.ArgumentParser(add_help=False, parents=[formats])
     inputs.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                         help="run files, or folders of *.yaml and *.yml run files")
@@ -56,18 +59,24 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the image lock (default: obc.lock at the top of the git work "
                              "tree that holds the run files, else in the current directory)")
 
-    compile_ = commands.add_parser("compile", parents=[inputs, locked],
-                                   help="write OUT/<id>/job.sh")
-    compile_.add_argument("-o", "--out", type=Path, default=Path("out"),
+    compiles = argparse.ArgumentParser(add_help=False, parents=[inputs, locked])
+    compiles.add_argument("-o", "--out", type=Path, default=Path("out"),
                           help="output folder (default: out)")
+    compiles.add_argument("--prune", action="store_true",
+                          help="also remove obc's scripts in OUT that these inputs do not "
+                               "produce (by default only those whose run file is gone)")
+    compiles.add_argument("--require-digests", action="store_true",
+                          help="fail on an image that is neither pinned by digest nor locked")
+
+    compile_ = commands.add_parser("compile", parents=[compiles], help="write OUT/<id>/job.sh")
     compile_.add_argument("--check", action="store_true",
                           help="write nothing; exit 1 if OUT is not what compile would write")
     compile_.add_argument("--diff", action="store_true", help="with --check, print diffs")
-    compile_.add_argument("--prune", action="store_true",
-                          help="also remove obc's scripts in OUT that these inputs do not "
-                               "produce (by default only those whose run file is gone)")
-    compile_.add_argument("--require-digests", action="store_true",
-                          help="fail on an image that is neither pinned by digest nor locked")
+    planner = commands.add_parser("plan", parents=[compiles],
+                                  help="say what compile would change in OUT, by what the jobs "
+                                       "mean, and each job's bill of materials; write nothing")
+    planner.add_argument(DETAILED, action="store_true",
+                         help="exit 0 with no changes, 2 with changes, 1 on any error")
     lock = commands.add_parser("lock", parents=[inputs, locked],
                                help="resolve image tags to digests into the lock (network)")
     mode = lock.add_mutually_exclusive_group()
@@ -78,18 +87,6 @@ def build_parser() -> argparse.ArgumentParser:
                       help="resolve every tag again, not only those the lock lacks")
     lock.add_argument("--skopeo", action="store_true",
                       help="resolve with `skopeo inspect`, which uses your registry logins")
-    planner = commands.add_parser("plan", parents=[inputs, locked],
-                               help="say what compile would change in OUT, by what the jobs "
-                                    "mean, and each job's bill of materials; write nothing")
-    planner.add_argument("-o", "--out", type=Path, default=Path("out"),
-                      help="output folder (default: out)")
-    planner.add_argument("--prune", action="store_true",
-                      help="as compile --prune: count obc's scripts that these inputs do not "
-                           "produce as removed")
-    planner.add_argument("--require-digests", action="store_true",
-                      help="fail on an image that is neither pinned by digest nor locked")
-    planner.add_argument("--detailed-exitcode", action="store_true",
-                      help="exit 0 with no changes, 2 with changes, 1 on any error")
     commands.add_parser("validate", parents=[inputs], help="check run files, write nothing")
     commands.add_parser("schema", help="print the JSON Schema of the run file")
     return parser
@@ -134,27 +131,29 @@ def _lock_file(args: argparse.Namespace) -> Path:
     return args.lock if args.lock is not None else default_lock_path(args.paths)
 
 
-def _compile_inputs(args: argparse.Namespace, out: Path | None) -> Result:
+def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]], *,
+                      shellcheck: bool) -> list[T] | None:
+    """Compile the inputs and compare the scripts with OUT through `compare` (write.plan or
+    plan.plan_scripts); None, with the problems reported, if the inputs have any."""
     if args.lock is not None and not args.lock.is_file():
         raise ObcError(f"{args.lock}: no such lock file")
-    return compile_files(args.paths, out, allowed=allowed_folders(args.allow_dir),
-                         lock=_lock_file(args), require_digests=args.require_digests)
-
-
-def _reading_out(error: OSError) -> ObcError:
-    """OUT or a folder in it cannot be read."""
-    return ObcError(f"{error.filename}: cannot read: {error.strerror or error}")
+    # shellcheck runs when compile_files is told where the scripts go.
+    result = compile_files(args.paths, args.out if shellcheck else None,
+                           allowed=allowed_folders(args.allow_dir), lock=_lock_file(args),
+                           require_digests=args.require_digests)
+    if result.diagnostics:
+        _report(args.format, result.diagnostics)
+        return None
+    try:
+        return compare(args.out, result.scripts, prune=args.prune)
+    except OSError as error:  # OUT or a folder in it cannot be read
+        raise ObcError(f"{error.filename}: cannot read: {error.strerror or error}") from error
 
 
 def _compile(args: argparse.Namespace) -> int:
-    result = _compile_inputs(args, args.out)
-    if result.diagnostics:
-        _report(args.format, result.diagnostics)
+    changes = _compare_with_out(args, plan, shellcheck=True)
+    if changes is None:
         return EXIT_INVALID
-    try:
-        changes = plan(args.out, result.scripts, prune=args.prune)
-    except OSError as error:
-        raise _reading_out(error) from error
     if args.check:
         return _check(args, changes)
     _report(args.format, [])
@@ -165,14 +164,9 @@ def _compile(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     """Print what compile would do to OUT; 0, or with --detailed-exitcode 2 if it would
     change anything. The scripts are not run through shellcheck: compile does that."""
-    result = _compile_inputs(args, None)
-    if result.diagnostics:
-        _report(args.format, result.diagnostics)
+    plans = _compare_with_out(args, plan_scripts, shellcheck=False)
+    if plans is None:
         return EXIT_INVALID
-    try:
-        plans = plan_scripts(args.out, result.scripts, prune=args.prune)
-    except OSError as error:
-        raise _reading_out(error) from error
     PLAN_REPORTERS[args.format](plans, sys.stdout)
     changed = any(plan.action in ("add", "change", "remove") for plan in plans)
     return EXIT_CHANGES if changed and args.detailed_exitcode else EXIT_OK

@@ -39,6 +39,12 @@ def report(request, snapshot):
     return format_, snapshot.use_extension(snapshot_extension(suffix))
 
 
+def hello(job_id: str) -> str:
+    """A run file of one native step."""
+    return (f"version: 1\nid: {job_id}\nruntime: {{kind: native}}\n"
+            "steps: [{name: hello, run: [echo, hello]}]\n")
+
+
 BEFORE = {
     # Docker: nearly every field changes.
     "runs/alpha.yaml": """\
@@ -80,40 +86,15 @@ id: gamma
 runtime: {kind: native}
 steps: [{name: run, run: [python, -V]}]
 """,
-    "runs/same.yaml": """\
-version: 1
-id: same
-runtime: {kind: native}
-steps: [{name: hello, run: [echo, hello]}]
-""",
+    "runs/same.yaml": hello("same"),
     # Only a comment changes: the inputs hash does, the meaning does not.
-    "runs/comment.yaml": """\
-version: 1
-id: comment
-runtime: {kind: native}
-steps: [{name: hello, run: [echo, hello]}]
-""",
+    "runs/comment.yaml": hello("comment"),
     # The same job; its script loses its execute bits.
-    "runs/mode.yaml": """\
-version: 1
-id: mode
-runtime: {kind: native}
-steps: [{name: hello, run: [echo, hello]}]
-""",
+    "runs/mode.yaml": hello("mode"),
     # The same job; its script on disk lost its record (an earlier obc).
-    "runs/old.yaml": """\
-version: 1
-id: old
-runtime: {kind: native}
-steps: [{name: hello, run: [echo, hello]}]
-""",
+    "runs/old.yaml": hello("old"),
     # Not given to plan: its script is kept.
-    "other/kept.yaml": """\
-version: 1
-id: kept
-runtime: {kind: native}
-steps: [{name: hello, run: [echo, hello]}]
-""",
+    "other/kept.yaml": hello("kept"),
 }
 
 AFTER = {
@@ -165,7 +146,7 @@ trainer:
 env: {HF_HUB_OFFLINE: "1"}
 slurm: {time: 90, gpus_per_node: 8}
 """,
-    "runs/comment.yaml": BEFORE["runs/comment.yaml"] + "# reviewed\n",
+    "runs/comment.yaml": hello("comment") + "# reviewed\n",
 }
 
 
