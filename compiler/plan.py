@@ -9,7 +9,7 @@ the model is named by its path, so that a field the model gains shows up unaided
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +18,7 @@ from .diagnostics import field_path
 from .meaning import DIGEST, meaning, read_record
 from .model import Job
 from .pipeline import Script
+from .plan_files import describe, embedded_text
 from .text import visible
 from .write import MODE, Change
 from .write import plan as plan_writes
@@ -72,6 +73,8 @@ class FieldChange:
     kind: Kind
     before: Any = None
     after: Any = None
+    # For text kept as its hash: what changed in it, where the script on disk tells.
+    detail: str = ""
 
     @property
     def field(self) -> str:
@@ -90,7 +93,7 @@ class FieldChange:
             shown = "" if isinstance(value, dict) or _hidden(value) else f" ({show(value)})"
             return f"{self.label} {self.kind}" + (shown if self.kind == "added" else "")
         if _hidden(self.before) or _hidden(self.after):
-            return f"{self.label} changed"
+            return f"{self.label}: {self.detail}" if self.detail else f"{self.label} changed"
         if self.path == ("runtime", "image"):
             return _image_change(self.before, self.after)
         before, after = show(self.before), show(self.after)
@@ -217,15 +220,27 @@ def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
     if change.old == change.new:
         return ScriptPlan(path, action, note=f"mode {change.old_mode:04o} → {MODE:04o}",
                           job=job)
-    old = read_record((change.old or b"").decode("utf-8", "replace"))
+    text = (change.old or b"").decode("utf-8", "replace")
+    old = read_record(text)
     if old is None:
         return ScriptPlan(path, action, note="the script on disk has no plan record (an "
                           "earlier obc, or an edit): what it meant is not known", job=job)
-    changes = tuple(diff_meaning(old, meaning(job)))
+    changes = tuple(_with_file_detail(change, text, job)
+                    for change in diff_meaning(old, meaning(job)))
     if any(change.path not in PROVENANCE for change in changes):
         changes = tuple(change for change in changes if change.path not in PROVENANCE)
     note = "" if changes else "script text only (another obc build); same meaning"
     return ScriptPlan(path, action, changes, note, job)
+
+
+def _with_file_detail(change: FieldChange, script: str, job: Job) -> FieldChange:
+    """An embedded file's change, with what changed in it if the old script tells."""
+    if change.kind != "changed" or change.path[:1] != ("files",) or \
+            change.path[2:] != ("content",):
+        return change
+    old = embedded_text(script, change.path[1], change.before)
+    new = next(file.content for file in job.files if file.path == change.path[1])
+    return change if old is None else replace(change, detail=describe(old, new))
 
 
 def totals(plans: list[ScriptPlan]) -> dict[str, int]:

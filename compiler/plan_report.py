@@ -120,7 +120,8 @@ def _script_json(plan: ScriptPlan) -> dict[str, Any]:
         "action": plan.action,
         "note": plan.note,
         "changes": [{"field": change.field, "label": change.label, "kind": change.kind,
-                     "before": change.before, "after": change.after, "text": change.text()}
+                     "before": change.before, "after": change.after, "detail": change.detail,
+                     "text": change.text()}
                     for change in plan.changes],
         "bill": None if plan.job is None else bill_json(bill_of(plan.job)),
     }
