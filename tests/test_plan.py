@@ -63,11 +63,12 @@ paths: {run_dir: /scratch/alpha}
 steps:
   - {name: prep, run: [python, prep.py]}
   - {name: train, run: [python, train.py, --lr, "1e-4"]}
-files: {prep.py: prep.py}
+files: {prep.py: prep.py, conf.yaml: ../configs/train.yaml}
 env: {LR: "1e-4", KEEP: same, DROP: gone}
 secrets: [HF_TOKEN]
 """,
     "runs/prep.py": "print('prepare')\n",
+    "configs/train.yaml": "learning_rate: 0.0002\nnum_epochs: 1\nwandb_project: alpha\n",
     "obc.lock": f"registry.example.com/team/trainer:1.0 {DIGEST_BEFORE}\n",
     # Native under Slurm becomes podman on two nodes; its steps swap places.
     "runs/beta.yaml": """\
@@ -119,11 +120,12 @@ steps:
   - {name: prep, run: [python, prep.py]}
   - {name: train, run: [python, train.py, --lr, "2e-4"]}
   - {name: eval, run: [python, eval.py]}
-files: {prep.py: prep.py}
+files: {prep.py: prep.py, conf.yaml: ../configs/train.yaml}
 env: {LR: "2e-4", KEEP: same, WANDB_MODE: offline}
 secrets: [{name: HF_TOKEN, required: false}, WANDB_API_KEY]
 """,
     "runs/prep.py": "print('prepare, better')\n",
+    "configs/train.yaml": "learning_rate: 0.0001\nnum_epochs: 2\n",
     "obc.lock": f"registry.example.com/team/trainer:1.0 {DIGEST_AFTER}\n",
     "runs/beta.yaml": f"""\
 version: 1
