@@ -92,18 +92,19 @@ def record_lines(job: Job) -> list[str]:
 
 
 def _json_lines(value: Any, indent: str) -> list[str]:
-    one_line = indent + json.dumps(value)
-    if not isinstance(value, dict) or not value or (
-            indent.startswith(ITEM_INDENT) and len(one_line) <= LINE_WIDTH
-            and not any(isinstance(v, dict) for v in value.values())):
-        return [one_line]
-    lines = [indent + "{"]
-    for i, (key, item) in enumerate(value.items()):
-        inner = _json_lines(item, indent + "  ")
-        inner[0] = f"{indent}  {json.dumps(key)}: {inner[0].lstrip()}"
-        inner[-1] += "," if i < len(value) - 1 else ""
-        lines += inner
-    return [*lines, indent + "}"]
+    if isinstance(value, dict) and value:
+        if indent.startswith(ITEM_INDENT) and not any(isinstance(v, dict) for v in value.values()):
+            one_line = indent + json.dumps(value)
+            if len(one_line) <= LINE_WIDTH:
+                return [one_line]
+        lines = [indent + "{"]
+        for i, (key, item) in enumerate(value.items()):
+            inner = _json_lines(item, indent + "  ")
+            inner[0] = f"{indent}  {json.dumps(key)}: {inner[0].lstrip()}"
+            inner[-1] += "," if i < len(value) - 1 else ""
+            lines += inner
+        return [*lines, indent + "}"]
+    return [indent + json.dumps(value)]
 
 
 def read_record(text: str) -> dict[str, Any] | None:
