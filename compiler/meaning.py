@@ -24,6 +24,7 @@ from .model import Job, Mount
 from .provenance import sha256
 
 MAX_SHOWN = 200
+MAX_DEPTH = 16
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # The field an item of a collection is known by, where it is not the first one.
 KEY_FIELDS: dict[type, str] = {Mount: "target"}
@@ -114,9 +115,19 @@ def read_record(text: str) -> dict[str, Any] | None:
     marker = f"# {RECORD_MARKER}"
     if marker not in lines:
         return None
-    body = lines[lines.index(marker) + 1:]
+    body = "\n".join(line.removeprefix("#") for line in lines[lines.index(marker) + 1:])
     try:
-        record = json.loads("\n".join(line.removeprefix("#") for line in body))
-    except json.JSONDecodeError:
+        record = json.loads(body)
+    except (json.JSONDecodeError, RecursionError):  # not JSON, or nested beyond Python's stack
         return None
-    return record if isinstance(record, dict) else None
+    return record if isinstance(record, dict) and not _too_deep(record) else None
+
+
+def _too_deep(value: Any, depth: int = 0) -> bool:
+    """Whether `value` nests deeper than a job's meaning ever does: such a record is not one
+    obc wrote, and comparing it would recurse as deep."""
+    if depth > MAX_DEPTH:
+        return True
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) \
+        else ()
+    return any(_too_deep(item, depth + 1) for item in items)

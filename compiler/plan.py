@@ -85,7 +85,11 @@ class FieldChange:
         return label(self.path)
 
     def text(self) -> str:
-        """Return the change as a reviewer reads it: `env LR 1e-4 → 2e-4`."""
+        """Return the change as a reviewer reads it: `env LR 1e-4 → 2e-4`, as one line of
+        visible text (a record on disk may hold anything)."""
+        return visible(self._text())
+
+    def _text(self) -> str:
         if self.kind == "reordered":
             return f"{self.label} order {' '.join(self.before)} → {' '.join(self.after)}"
         if self.kind in ("added", "removed"):
@@ -235,12 +239,17 @@ def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
 
 def _with_file_detail(change: FieldChange, script: str, job: Job) -> FieldChange:
     """An embedded file's change, with what changed in it if the old script tells."""
-    if change.kind != "changed" or change.path[:1] != ("files",) or \
-            change.path[2:] != ("content",):
+    is_content = change.path[:1] == ("files",) and change.path[2:] == ("content",)
+    if change.kind != "changed" or not is_content or not (
+            _hidden(change.before) or _hidden(change.after)):
         return change
-    old = embedded_text(script, change.path[1], change.before)
-    new = next(file.content for file in job.files if file.path == change.path[1])
-    return change if old is None else replace(change, detail=describe(old, new))
+    old = change.before
+    if _hidden(old):
+        old = embedded_text(script, change.path[1], old)
+    new = next((file.content for file in job.files if file.path == change.path[1]), None)
+    if not isinstance(old, str) or new is None:
+        return change
+    return replace(change, detail=describe(old, new))
 
 
 def totals(plans: list[ScriptPlan]) -> dict[str, int]:

@@ -58,3 +58,15 @@ def test_text_without_the_recorded_hash_is_not_trusted(tmp_path):
 ])
 def test_what_changed_in_a_file(old, new, said):
     assert describe(old, new) == said
+
+
+def test_a_file_recorded_whole_then_by_hash_is_compared_too(tmp_path, monkeypatch, obc):
+    monkeypatch.chdir(tmp_path)
+    Path("n.txt").write_text("a", encoding="utf-8")  # short: recorded as it is
+    Path("run.yaml").write_text("version: 1\nid: j\nruntime: {kind: native}\n"
+                                "files: {n.txt: n.txt}\nsteps: [{name: a, run: [cat, n.txt]}]\n",
+                                encoding="utf-8")
+    assert obc("compile", "run.yaml", "-o", "out").code == 0
+    Path("n.txt").write_text("a\nb\n", encoding="utf-8")
+    assert obc("plan", "run.yaml", "-o", "out").stdout.splitlines()[0] == (
+        "~ out/j/job.sh: file n.txt: +1 -0 lines")

@@ -213,3 +213,18 @@ def test_header_names_the_inputs_by_a_hash_anyone_can_recompute(tmp_path):
         assert job_of(tmp_path, changed, lock).inputs != job.inputs
     (tmp_path / "plugin.py").write_text("x = 2\n", encoding="utf-8")
     assert job_of(tmp_path, text, lock).inputs != job.inputs
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000, '{"a": ' * 20 + "1" + "}" * 20])
+def test_a_record_nested_beyond_any_meaning_is_not_read(body):
+    assert read_record(f"# --- obc plan record 1: what this job means, as `obc plan` reads "
+                       f"it back ---\n# {body}\n") is None
+
+
+def test_text_from_a_record_on_disk_is_shown_visible():
+    old = {"env": {"A\x1b[2J": "x\u202ey"}}
+    assert [change.text() for change in diff_meaning(old, {"env": {}})] == [
+        "env A\\x1b[2J removed"]
+    assert [change.text() for change in diff_meaning({"env": {"A": "x\u202ey"}},
+                                                     {"env": {"A": "z"}})] == [
+        "env A x\\u202ey → z"]
