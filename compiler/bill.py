@@ -54,18 +54,21 @@ class Privilege:
 
 @dataclass(frozen=True, slots=True)
 class Compute:
-    """GPUs per node × nodes × time limit; None where the run file leaves it open."""
+    """GPUs per node × nodes × time limit × runs (a job that requeues itself at the time limit
+    runs up to 1 + slurm.max_restarts times); None where the run file leaves it open."""
 
     gpus_per_node: int | Literal["all"]
     nodes: int
     hours: float | None
+    runs: int
     gpu_hours: float | None
 
     def text(self) -> str:
         gpus = "all GPUs" if self.gpus_per_node == "all" else _count(self.gpus_per_node, "GPU")
         hours = "no time limit" if self.hours is None else f"{self.hours:g} h"
+        runs = f" × {self.runs} runs (slurm.max_restarts {self.runs - 1})" if self.runs > 1 else ""
         total = "unbounded" if self.gpu_hours is None else f"{self.gpu_hours:g} GPU-hours"
-        return f"{gpus} × {_count(self.nodes, 'node')} × {hours} = {total}"
+        return f"{gpus} × {_count(self.nodes, 'node')} × {hours}{runs} = {total}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +197,10 @@ def compute(job: Job) -> Compute:
         gpus = 0 if job.gpus == "none" else "all" if job.gpus == "all" else len(job.gpus)
     nodes = slurm.nodes if slurm is not None else 1
     hours = time_limit_hours(slurm.time) if slurm is not None and slurm.time else None
+    runs = 1 + (slurm.max_restarts or 0) if slurm is not None else 1
     known = isinstance(gpus, int) and (hours is not None or gpus == 0)
-    return Compute(gpus, nodes, hours, gpus * nodes * (hours or 0) if known else None)
+    return Compute(gpus, nodes, hours, runs,
+                   round(gpus * nodes * (hours or 0) * runs, 4) if known else None)
 
 
 def time_limit_hours(time: str) -> float | None:

@@ -140,6 +140,8 @@ def test_slurm_time_limits_in_hours(time, hours):
      "1 GPU × 1 node × 0.75 h = 0.75 GPU-hours"),
     ("{kind: native}", "slurm: {gpus_per_node: 8}\n",
      "8 GPUs × 1 node × no time limit = unbounded"),
+    ("{kind: native}", "slurm: {time: '12:00:00', gpus_per_node: 2, nodes: 2, max_restarts: 3}\n",
+     "2 GPUs × 2 nodes × 12 h × 4 runs (slurm.max_restarts 3) = 192 GPU-hours"),
 ])
 def test_gpu_hours(tmp_path, runtime, slurm, text):
     job = job_of(tmp_path, f"version: 1\nid: j\nruntime: {runtime}\n"
