@@ -259,6 +259,9 @@ class Job:
     checkpoints: Checkpoints | None = None
     on_signal: OnSignal | None = None
     retry: Retry | None = None
+    # sha256 of the inputs that shaped the script (provenance.py): run file, embedded files,
+    # the lock entry of its image. The pipeline sets it: it has the bytes.
+    inputs: str = ""
 
     @property
     def wandb_run_id(self) -> bool:

@@ -7,7 +7,7 @@ share everything up to the scripts themselves.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import __version__
@@ -19,6 +19,7 @@ from .lockfile import read_lock, unpinned_images
 from .model import Job
 from .normalise import attachment_fields, normalise
 from .project import source_name
+from .provenance import inputs_digest, lock_entry
 from .render import render_job
 from .sources import (
     BudgetError,
@@ -135,8 +136,9 @@ def build_job(path: Path, digests: Mapping[str, str], allowed: tuple[Path, ...] 
         problems = _config_problems(source, attachments)
     if problems:
         return source, None, problems
-    return source, normalise(source_name(path), source.data, attachments, digests,
-                             __version__), []
+    job = normalise(source_name(path), source.data, attachments, digests, __version__)
+    inputs = inputs_digest(source.sha256, attachments, lock_entry(source.data, digests))
+    return source, replace(job, inputs=inputs), []
 
 
 def _config_problems(source: Source, attachments: dict) -> list[Diagnostic]:

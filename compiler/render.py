@@ -15,6 +15,7 @@ import jinja2
 
 from . import shell, slurm
 from .diagnostics import ObcError
+from .meaning import record_lines
 from .model import CONTAINER_CACHE_DIR, CONTAINER_HOME, CONTAINER_RUN_DIR, Job, lookup
 from .resources import data_dir
 from .shell import ShellText
@@ -108,8 +109,10 @@ def render_job(job: Job) -> str:
     template = _environment().get_template(f"{'native' if job.native else 'container'}.sh.j2")
     lines = help_lines(job)
     header = [f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.", "", *lines]
-    return template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),
+    text = template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),
                            trapped_signals=_trapped_signals(job))
+    # The job's meaning, last: `obc plan` reads it back from the script on disk.
+    return f"{text}\n{_comment(record_lines(job))}\n"
 
 
 def _trapped_signals(job: Job) -> list[dict[str, str | int]]:

@@ -35,6 +35,7 @@ def help_lines(job: Job) -> list[str]:
     rows = [
         ("job", [job.id]),
         ("obc", [job.obc_version]),
+        ("inputs", [job.inputs]),
         ("runtime", _runtime(job)),
         ("gpus", [job.gpus if isinstance(job.gpus, str) else ", ".join(job.gpus)]),
         ("slurm", _slurm(job)),
@@ -99,13 +100,17 @@ def _container(job: Job, container: Container) -> list[str]:
     lines = [f"{container.engine}, image {container.image}", _user(container)]
     lines += [f"mount {m.source} at {m.target}" + (" (read-only)" if m.readonly else "")
               for m in container.mounts]
-    added = ["--init", *job.gpu_args]
-    added += ["--ipc=host"] if container.host_ipc else ["--shm-size", container.shm_size or ""]
-    added += ["--network=host"] if container.host_network else []
-    lines.append(f"obc adds {shell.join_words(added)}")
+    lines.append(f"obc adds {shell.join_words(added_options(job, container))}")
     if container.extra_args:
         lines.append(f"engine options {shell.join_words(container.extra_args)}")
     return lines
+
+
+def added_options(job: Job, container: Container) -> list[str]:
+    """The engine options obc adds to every container of the job, besides the user's."""
+    added = ["--init", *job.gpu_args]
+    added += ["--ipc=host"] if container.host_ipc else ["--shm-size", container.shm_size or ""]
+    return added + (["--network=host"] if container.host_network else [])
 
 
 def _user(container: Container) -> str:

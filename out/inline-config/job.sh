@@ -5,6 +5,7 @@
 #
 # job         inline-config
 # obc         0.2.0
+# inputs      sha256:0638e6d3bad320d70390e03741b1b03af6757431dabca38f39236b30b23ee083
 # runtime     podman, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
 #             steps run as the user who starts the job (--userns=keep-id when rootless), HOME /workspace/run/.obc/home
 #             obc adds --init --device 'nvidia.com/gpu=all' '--security-opt=label=disable' --ulimit host '--ipc=host'
@@ -71,6 +72,7 @@ obc_help() {
 
 job         inline-config
 obc         0.2.0
+inputs      sha256:0638e6d3bad320d70390e03741b1b03af6757431dabca38f39236b30b23ee083
 runtime     podman, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
             steps run as the user who starts the job (--userns=keep-id when rootless), HOME /workspace/run/.obc/home
             obc adds --init --device 'nvidia.com/gpu=all' '--security-opt=label=disable' --ulimit host '--ipc=host'
@@ -683,3 +685,56 @@ OBC_NAME=
 obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "inline-config",
+#   "source_file": "examples/inline-config.yaml",
+#   "obc_version": "0.2.0",
+#   "description": "A full fine-tune whose Axolotl config is written inline, on podman with all GPUs.",
+#   "runtime": {
+#     "type": "container",
+#     "engine": "podman",
+#     "image": "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b",
+#     "shm_size": null,
+#     "mounts": [],
+#     "extra_args": [],
+#     "user": "invoker",
+#     "host_network": false
+#   },
+#   "gpus": "all",
+#   "run_dir": "~/overbrainer/runs/inline-config",
+#   "cache_dir": "~/overbrainer/.hf-cache",
+#   "shared": false,
+#   "steps": {
+#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"}
+#   },
+#   "files": {
+#     "axolotl.yaml": {
+#       "content": "sha256:60ddcc8880747bebc69a31c8c6b14c684ce7ae76fe9fd584cad5b4a2412e72c7",
+#       "origin": "trainer.axolotl.config"
+#     }
+#   },
+#   "env": {
+#     "AXOLOTL_DO_NOT_TRACK": "1",
+#     "WANDB_RESUME": "allow"
+#   },
+#   "secrets": {
+#     "HF_TOKEN": {"required": true}
+#   },
+#   "stop_timeout": 60,
+#   "slurm": null,
+#   "checkpoints": {
+#     "step": "train",
+#     "output_dir": "output",
+#     "host_base": null,
+#     "host_rest": "output",
+#     "resume": true
+#   },
+#   "on_signal": {
+#     "grace": 45,
+#     "trigger": "axolotl_checkpoint.save"
+#   },
+#   "retry": null,
+#   "inputs": "sha256:0638e6d3bad320d70390e03741b1b03af6757431dabca38f39236b30b23ee083"
+# }

@@ -5,6 +5,7 @@
 #
 # job         docker-qlora
 # obc         0.2.0
+# inputs      sha256:7dadb8d55d0a4f64833da1cabc79976927da530c183f749edf8bd5c76088a20d
 # runtime     docker, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
 #             steps run as the user who starts the job (--user "$(id -u):$(id -g)"), HOME /workspace/run/.obc/home
 #             obc adds --init --gpus all --ulimit 'memlock=-1' --ulimit 'stack=67108864' --shm-size 16g
@@ -75,6 +76,7 @@ obc_help() {
 
 job         docker-qlora
 obc         0.2.0
+inputs      sha256:7dadb8d55d0a4f64833da1cabc79976927da530c183f749edf8bd5c76088a20d
 runtime     docker, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
             steps run as the user who starts the job (--user "$(id -u):$(id -g)"), HOME /workspace/run/.obc/home
             obc adds --init --gpus all --ulimit 'memlock=-1' --ulimit 'stack=67108864' --shm-size 16g
@@ -705,3 +707,61 @@ OBC_NAME=
 obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "docker-qlora",
+#   "source_file": "examples/docker-qlora.yaml",
+#   "obc_version": "0.2.0",
+#   "description": "QLoRA fine-tune of Llama 3.2 1B with Axolotl in docker, on every GPU.",
+#   "runtime": {
+#     "type": "container",
+#     "engine": "docker",
+#     "image": "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b",
+#     "shm_size": "16g",
+#     "mounts": [],
+#     "extra_args": [],
+#     "user": "invoker",
+#     "host_network": false
+#   },
+#   "gpus": "all",
+#   "run_dir": "~/overbrainer/runs/docker-qlora",
+#   "cache_dir": "~/overbrainer/.hf-cache",
+#   "shared": false,
+#   "steps": {
+#     "preprocess": {"argv": ["axolotl", "preprocess", "axolotl.yaml"], "nodes": "first"},
+#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"},
+#     "merge": {"argv": ["axolotl", "merge-lora", "axolotl.yaml"], "nodes": "first"}
+#   },
+#   "files": {
+#     "axolotl.yaml": {
+#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
+#       "origin": "configs/llama3-qlora.yaml"
+#     }
+#   },
+#   "env": {
+#     "AXOLOTL_DO_NOT_TRACK": "1",
+#     "WANDB_RESUME": "allow",
+#     "WANDB_PROJECT": "llama3-qlora",
+#     "WANDB_RUN_GROUP": "it's the baseline"
+#   },
+#   "secrets": {
+#     "HF_TOKEN": {"required": true},
+#     "WANDB_API_KEY": {"required": false}
+#   },
+#   "stop_timeout": 60,
+#   "slurm": null,
+#   "checkpoints": {
+#     "step": "train",
+#     "output_dir": "output",
+#     "host_base": null,
+#     "host_rest": "output",
+#     "resume": true
+#   },
+#   "on_signal": {
+#     "grace": 45,
+#     "trigger": "axolotl_checkpoint.save"
+#   },
+#   "retry": null,
+#   "inputs": "sha256:7dadb8d55d0a4f64833da1cabc79976927da530c183f749edf8bd5c76088a20d"
+# }

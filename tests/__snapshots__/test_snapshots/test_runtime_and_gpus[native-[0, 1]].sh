@@ -3,6 +3,7 @@
 #
 # job         native-gpus
 # obc         0.2.0
+# inputs      sha256:e05f891bfa87185344d918f54c95fbff1af4c36c49b52c33e0c2773791ffbe2e
 # runtime     native, programs from PATH
 # gpus        0, 1
 # run dir     ~/overbrainer/runs/native-gpus  (--run-dir DIR)
@@ -64,6 +65,7 @@ obc_help() {
   cat <<'OBC_EOF'
 job         native-gpus
 obc         0.2.0
+inputs      sha256:e05f891bfa87185344d918f54c95fbff1af4c36c49b52c33e0c2773791ffbe2e
 runtime     native, programs from PATH
 gpus        0, 1
 run dir     ~/overbrainer/runs/native-gpus  (--run-dir DIR)
@@ -628,3 +630,49 @@ OBC_NAME=
 obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "native-gpus",
+#   "source_file": "run.yaml",
+#   "obc_version": "0.2.0",
+#   "description": null,
+#   "runtime": {
+#     "type": "native",
+#     "venv": null,
+#     "env_file": null
+#   },
+#   "gpus": ["0", "1"],
+#   "run_dir": "~/overbrainer/runs/native-gpus",
+#   "cache_dir": null,
+#   "shared": false,
+#   "steps": {
+#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"}
+#   },
+#   "files": {
+#     "axolotl.yaml": {
+#       "content": "sha256:e0b701c5f75edec7b549abf4522c4c382ce180ba1d903ce50e4a8712412cc320",
+#       "origin": "trainer.axolotl.config"
+#     }
+#   },
+#   "env": {
+#     "AXOLOTL_DO_NOT_TRACK": "1",
+#     "WANDB_RESUME": "allow"
+#   },
+#   "secrets": [],
+#   "stop_timeout": 60,
+#   "slurm": null,
+#   "checkpoints": {
+#     "step": "train",
+#     "output_dir": "model-out",
+#     "host_base": null,
+#     "host_rest": "model-out",
+#     "resume": true
+#   },
+#   "on_signal": {
+#     "grace": 45,
+#     "trigger": "axolotl_checkpoint.save"
+#   },
+#   "retry": null,
+#   "inputs": "sha256:e05f891bfa87185344d918f54c95fbff1af4c36c49b52c33e0c2773791ffbe2e"
+# }
