@@ -30,9 +30,11 @@ from .model import (
 
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
 DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"
-# Axolotl sends no telemetry, and a resumed run continues its W&B run (the job sets
-# WANDB_RUN_ID, which needs the run dir, where it runs).
-AXOLOTL_ENV = (("AXOLOTL_DO_NOT_TRACK", "1"), ("WANDB_RESUME", "allow"))
+# Axolotl sends no telemetry (with no network, it would keep `axolotl train` from exiting),
+# and a resumed run continues its W&B run (the job sets WANDB_RUN_ID, which needs the run
+# dir, where it runs).
+NO_TELEMETRY = (("AXOLOTL_DO_NOT_TRACK", "1"),)
+AXOLOTL_ENV = (*NO_TELEMETRY, ("WANDB_RESUME", "allow"))
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
 # run dir may not exist before the job creates it).
 DEFAULT_SLURM_OUTPUT = "%x-%j.out"
@@ -170,9 +172,14 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str]) -> tuple[Embedde
 def _env(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     env = {name: str(value["value"] if isinstance(value, dict) else value)
            for name, value in data.get("env", {}).items()}
-    defaults = AXOLOTL_ENV if "trainer" in data else ()
+    defaults = AXOLOTL_ENV if "trainer" in data else \
+        NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
     return tuple((name, value) for name, value in defaults if name not in env) + tuple(
         env.items())
+
+
+def _runs_axolotl(step: dict[str, Any]) -> bool:
+    return step["run"][0].rpartition("/")[2] == "axolotl"
 
 
 def _secret(item: str | dict[str, Any]) -> Secret:

@@ -250,3 +250,18 @@ steps: [{name: s, run: [record]}]
     assert result.returncode == 0, result.stderr
     (step,) = [r for r in sandbox.records() if "program" in r]
     assert step["env"]["FROM"] == "start dir"
+
+
+def test_explicit_steps_that_run_axolotl_get_its_telemetry_turned_off(tmp_path, sandbox):
+    # With telemetry on and no network, `axolotl train` never exits (it flushes its events).
+    text = compile_text(tmp_path, """\
+version: 1
+id: n9
+runtime: {kind: native}
+steps:
+  - {name: train, run: [axolotl, train, cfg.yaml]}
+  - {name: other, run: [record]}
+""")
+    run = sandbox.run(write_script(tmp_path, text))
+    assert run.returncode == 0, run.stderr
+    assert [s["env"].get("AXOLOTL_DO_NOT_TRACK") for s in run.steps] == ["1", "1"]
