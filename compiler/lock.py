@@ -13,7 +13,7 @@ from pathlib import Path
 from .diagnostics import Diagnostic
 from .load import Source
 from .lockfile import Lock, image_problem, is_pinned, read_lock
-from .pipeline import build_job, run_files
+from .pipeline import build_jobs, run_files
 from .registry import ResolveError
 
 Resolver = Callable[[str], str]
@@ -76,11 +76,16 @@ def find_tags(paths: Iterable[Path]) -> tuple[Tags, list[Diagnostic]]:
     tags: Tags = {}
     problems: list[Diagnostic] = []
     for path in run_files(paths):
-        source, job, found = build_job(path, {})
-        problems += found
-        container = job.container if job is not None else None
-        if container is not None and not is_pinned(container.image):
-            tags.setdefault(container.image, []).append(source)
+        built = build_jobs(path, {})
+        problems += built.problems
+        for source, job in built.jobs:
+            container = job.container
+            users = tags.setdefault(container.image, []) if container is not None and \
+                not is_pinned(container.image) else None
+            # The runs of a sweep that share a run file's image are one use of it.
+            if users is not None and all(image_problem(used, "") != image_problem(source, "")
+                                         for used in users):
+                users.append(source)
     return tags, problems
 
 
