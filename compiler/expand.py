@@ -260,12 +260,11 @@ class _Base:
 
 def _is_scalar(data: Any, path: Path_) -> bool:
     for key in path:
-        if isinstance(data, dict) and isinstance(key, str) and key in data:
-            data = data[key]
-        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
-            data = data[key]
-        else:
+        in_mapping = isinstance(data, dict) and isinstance(key, str) and key in data
+        in_list = isinstance(data, list) and isinstance(key, int) and key < len(data)
+        if not (in_mapping or in_list):
             return False
+        data = data[key]
     return not isinstance(data, dict | list)
 
 

@@ -175,7 +175,7 @@ def _template_problems(matrix: Matrix) -> Iterator[Broken]:
     for name in PLACEHOLDER.findall(matrix.template):
         if name not in names:
             yield (*MATRIX, "id"), False, f"{{{name}}} names no axis" \
-                f"{did_you_mean(name, names)}", f"the placeholders: " \
+                f"{did_you_mean(name, names)}", "the placeholders: " \
                 + ", ".join(f"{{{n}}}" for n in names)
 
 

@@ -26,8 +26,8 @@ from .model import (
     Secret,
     Slurm,
     Step,
-    default_signal,
     SweepRun,
+    default_signal,
 )
 
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
@@ -54,8 +54,9 @@ def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
     return fields
 
 
-def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, str],
-              digests: Mapping[str, str], obc_version: str, sweep: SweepRun | None = None) -> Job:
+def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
+        source_file: str, data: dict[str, Any], attachments: dict[Path_, str],
+        digests: Mapping[str, str], obc_version: str, *, sweep: SweepRun | None = None) -> Job:
     """Return the job a valid run file describes; `attachments` holds the files it names,
     `digests` the image lock (tag → digest, from obc.lock), `sweep` its place in a sweep."""
     runtime = data["runtime"]

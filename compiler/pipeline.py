@@ -145,7 +145,7 @@ def compile_files(paths: Iterable[Path], out: Path | None = None, *,
             if not problems:
                 scripts.append(Script(job, text, source.file, source.mark(("id",))))
         result.scripts += scripts
-        if built.sweep is not None and len(scripts) == len(built.jobs):
+        if built.sweep is not None and built.jobs and len(scripts) == len(built.jobs):
             result.sweeps += sweep_files(built.sweep, scripts)
     result.diagnostics += _duplicate_ids(result.outputs)
     if out is not None and not result.diagnostics:
@@ -192,7 +192,7 @@ def _build_job(source: Source, project: Project, name: str, digests: Mapping[str
         problems = _config_problems(source, attachments)
     if problems:
         return None, problems
-    job = normalise(name, source.data, attachments, digests, __version__, sweep)
+    job = normalise(name, source.data, attachments, digests, __version__, sweep=sweep)
     inputs = inputs_digest(source.sha256, attachments, lock_entry(source.data, digests))
     return replace(job, inputs=inputs), []
 

@@ -50,10 +50,11 @@ def _invalid_ids(source: Source, template: Path_, members: list[Member]) -> Iter
     bad = [member for member in members if not ID.fullmatch(member.id)]
     if bad:
         worst = max(bad, key=lambda member: len(member.id))
-        count = f"{len(bad)} run ids are not valid ids, such as" if len(bad) > 1 else "run id"
+        which = f"{len(bad)} runs get ids that are not valid, such as run" if len(bad) > 1 \
+            else "run"
         yield _where(source, template, worst)(
-            f"{count} {show(worst.id, 80)} (run {describe(worst)}, {len(worst.id)} characters)"
-            ": an id is 1 to 63 lowercase letters, digits, '_', '.' or '-', starting with a "
+            f"{which} {describe(worst)}: {show(worst.id, 80)} ({len(worst.id)} characters); "
+            "an id is 1 to 63 lowercase letters, digits, '_', '.' or '-', starting with a "
             "letter or digit", ID_HINT)
 
 
