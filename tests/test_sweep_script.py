@@ -30,12 +30,17 @@ IDS = ["sw-x-1", "sw-x-2", "sw-y-1"]
 
 
 def compile_out(root: Path, text: str) -> Path:
-    """Compile the sweep `text` into root/out as `obc compile` does; return sweep.sh."""
+    """Compile the sweep `text` into root/out as `obc compile` does; return OUT."""
     (root / "sweep.yaml").write_text(text)
     result = compile_files([root / "sweep.yaml"], out=root / "out")
     assert not result.diagnostics, [d.text() for d in result.diagnostics]
     apply(plan(root / "out", result.outputs))
-    return root / "out/sw/sweep.sh"
+    return root / "out"
+
+
+def compile_script(root: Path, text: str) -> Path:
+    """Compile the sweep `text` (id sw) into root/out; return its sweep.sh."""
+    return compile_out(root, text) / "sw/sweep.sh"
 
 
 def run(script: Path, *args: str, shell: str = "dash", box: Sandbox,
@@ -52,7 +57,7 @@ def records(box: Sandbox) -> list[dict]:
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_list_dry_run_and_run_do_the_same_in_every_shell(tmp_path, shell):
-    script = compile_out(tmp_path, SWEEP)
+    script = compile_script(tmp_path, SWEEP)
     box = make_sandbox(tmp_path / "box")
     out = tmp_path / "out"
 
@@ -92,7 +97,7 @@ def test_list_dry_run_and_run_do_the_same_in_every_shell(tmp_path, shell):
 
 
 def test_named_runs_run_alone_in_the_order_given(tmp_path):
-    script = compile_out(tmp_path, SWEEP)
+    script = compile_script(tmp_path, SWEEP)
     box = make_sandbox(tmp_path / "box")
     done = run(script, "--run", "sw-y-1", "sw-x-1", "sw-y-1", box=box)
     assert done.returncode == 0, done.stderr
@@ -101,7 +106,7 @@ def test_named_runs_run_alone_in_the_order_given(tmp_path):
 
 
 def test_a_failed_run_fails_the_sweep_and_the_others_still_run(tmp_path):
-    script = compile_out(tmp_path, SWEEP.replace(
+    script = compile_script(tmp_path, SWEEP.replace(
         "    b: {set: env.B, values: [1, 2]}",
         "    b: {set: env.B, values: [1, 2]}\n"
         "    code: {zero: {}, seven: {steps: [{name: s, run: [record, --exit, '7']}]}}"))
@@ -142,7 +147,7 @@ matrix:
 
 @pytest.mark.parametrize("shell", ["dash", "bash", "posh", "yash", "ksh93"])
 def test_parallel_lanes_run_runs_side_by_side_and_never_more_than_n(tmp_path, shell):
-    script = compile_out(tmp_path, RENDEZVOUS)
+    script = compile_script(tmp_path, RENDEZVOUS)
     box = make_sandbox(tmp_path / "box")
     # In two lanes, `one` and `two` start together (the first of each lane) and meet; one
     # after the other, `one` would wait for `two` in vain, and fail.
@@ -154,7 +159,7 @@ def test_parallel_lanes_run_runs_side_by_side_and_never_more_than_n(tmp_path, sh
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_a_signal_stops_every_running_run_and_its_step(tmp_path, shell):
-    script = compile_out(tmp_path, SWEEP.replace("run: [record, step]",
+    script = compile_script(tmp_path, SWEEP.replace("run: [record, step]",
                                                  "run: [record, --sleep, '300']"))
     box = make_sandbox(tmp_path / "box")
     sweep = start_script(script, "--run", "--parallel", "2", shell=shell, env=box.env())
@@ -192,7 +197,7 @@ def test_a_signal_stops_every_running_run_and_its_step(tmp_path, shell):
     (["--what"], "unknown option: --what"),
 ])
 def test_usage_errors_exit_2(tmp_path, args, message):
-    script = compile_out(tmp_path, SWEEP)
+    script = compile_script(tmp_path, SWEEP)
     box = make_sandbox(tmp_path / "box")
     result = run(script, *args, box=box)
     assert (result.returncode, result.stdout) == (2, "")
@@ -201,7 +206,7 @@ def test_usage_errors_exit_2(tmp_path, args, message):
 
 
 def test_help_prints_the_summary_of_the_header(tmp_path):
-    script = compile_out(tmp_path, SWEEP)
+    script = compile_script(tmp_path, SWEEP)
     result = run(script, "--help", box=make_sandbox(tmp_path / "box"))
     header = [line[2:] for line in script.read_text().splitlines()[3:]
               if line.startswith("# ")][:len(result.stdout.splitlines())]
@@ -211,7 +216,7 @@ def test_help_prints_the_summary_of_the_header(tmp_path):
 
 
 def test_a_sweep_without_slurm_cannot_be_submitted(tmp_path):
-    script = compile_out(tmp_path, SWEEP)
+    script = compile_script(tmp_path, SWEEP)
     result = run(script, "--submit", box=make_sandbox(tmp_path / "box"))
     assert (result.returncode, result.stderr) == (
         2, "obc: sweep sw cannot be submitted: sw-x-1, sw-x-2, sw-y-1 have no slurm block\n")
@@ -221,7 +226,7 @@ SLURM = SWEEP + "  max_parallel: 2\n" + "slurm: {partition: debug}\n"
 
 
 def test_submit_dry_run_prints_the_sbatch_of_the_array_or_of_each_run(tmp_path):
-    script = compile_out(tmp_path, SLURM)
+    script = compile_script(tmp_path, SLURM)
     box = make_sandbox(tmp_path / "box")
     out = tmp_path / "out"
     every = run(script, "--submit", "--dry-run", "--", "--test-only", box=box)
@@ -231,7 +236,7 @@ def test_submit_dry_run_prints_the_sbatch_of_the_array_or_of_each_run(tmp_path):
     some = run(script, "--dry-run", "--submit", "sw-y-1", "sw-x-1", box=box)
     assert some.stdout == f"sbatch '--array=2,0%2' {out}/sw/sweep.sh --array-task {out}\n"
     # A run whose #SBATCH lines differ: each run is its own sbatch.
-    script = compile_out(tmp_path, SLURM.replace("{a: y, b: 2}]", "{a: y, b: 2}]\n"
+    script = compile_script(tmp_path, SLURM.replace("{a: y, b: 2}]", "{a: y, b: 2}]\n"
                                                  "  runs: {long: {slurm: {time: 60}}}"))
     each = run(script, "--submit", "--dry-run", "sw-long", "sw-x-1", box=box)
     assert (each.returncode, each.stderr) == (0, "")

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline import compile_files
-from compiler.write import apply, plan
-from tests.conftest import REPO, Sandbox
+from tests.conftest import REPO, Sandbox, make_sandbox
 from tests.slurm_cluster import FINISHED, SlurmCluster
+from tests.test_sweep_script import compile_out
 
 pytestmark = pytest.mark.slow
 
@@ -42,14 +41,6 @@ matrix:
     n: {set: env.LABEL, values: [a, b, c, d, e, f]}
   max_parallel: 2
 """
-
-
-def compile_out(root: Path, text: str) -> Path:
-    (root / "sweep.yaml").write_text(text)
-    result = compile_files([root / "sweep.yaml"], out=root / "out")
-    assert not result.diagnostics, [d.text() for d in result.diagnostics]
-    apply(plan(root / "out", result.outputs))
-    return root / "out"
 
 
 def sweep_sh(slurm: SlurmCluster, box: Sandbox, out: Path, *args: str,
@@ -93,8 +84,6 @@ def wait_for_tasks(slurm: SlurmCluster, array: str, count: int,
 
 @pytest.fixture
 def box(tmp_path: Path) -> Sandbox:
-    from tests.conftest import make_sandbox  # noqa: PLC0415
-
     return make_sandbox(tmp_path / "box")
 
 
