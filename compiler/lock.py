@@ -80,11 +80,11 @@ def find_tags(paths: Iterable[Path]) -> tuple[Tags, list[Diagnostic]]:
         problems += built.problems
         for source, job in built.jobs:
             container = job.container
-            users = tags.setdefault(container.image, []) if container is not None and \
-                not is_pinned(container.image) else None
-            # The runs of a sweep that share a run file's image are one use of it.
-            if users is not None and all(image_problem(used, "") != image_problem(source, "")
-                                         for used in users):
+            if container is None or is_pinned(container.image):
+                continue
+            users = tags.setdefault(container.image, [])
+            # A sweep's runs that take the image from one place in it are one use of it.
+            if image_problem(source, "") not in [image_problem(used, "") for used in users]:
                 users.append(source)
     return tags, problems
 

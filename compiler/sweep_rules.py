@@ -3,6 +3,7 @@ distinct, and a run dir and an Axolotl output_dir of each run's own."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -84,13 +85,14 @@ def shared_folders(runs: Iterable[tuple[Member, Job]]) -> list[Diagnostic]:
     for member, job in runs:
         run_dirs.setdefault(job.run_dir, []).append((member, job))
         output = _output_dir(job)
-        if isinstance(output, str) and output.startswith("/"):
+        if isinstance(output, str) and output.startswith(("/", "~", "${")):
             outputs.setdefault(output, []).append((member, job))
-    problems = [_shared(same, ("paths", "run_dir"), "the run dir", run_dir,
+    problems = [_shared(same, ("paths", "run_dir"), "share the run dir {}", run_dir,
                         "leave paths.run_dir to its default (~/overbrainer/runs/<id>), or "
                         "set it in an axis")
                 for run_dir, same in run_dirs.items() if len(same) > 1]
-    problems += [_shared(same, (*CONFIG_FIELD, "output_dir"), "the Axolotl output_dir",
+    problems += [_shared(same, (*CONFIG_FIELD, "output_dir"),
+                         "write their Axolotl output_dir to one folder, {} on the machine",
                          output, "make it relative: each run has its own run dir")
                  for output, same in outputs.items() if len(same) > 1]
     return problems
@@ -98,17 +100,25 @@ def shared_folders(runs: Iterable[tuple[Member, Job]]) -> list[Diagnostic]:
 
 def _shared(same: list[tuple[Member, Job]], path: Path_, what: str, folder: str,
             hint: str) -> Diagnostic:
+    """One problem for the runs in `same`: `what` they do, with {} for the folder."""
     first = same[0][0]
     assert first.source is not None
     mark = first.source.mark(path)
     names = ", ".join(member.id for member, _ in same[:3])
     more = f" and {len(same) - 3} more" if len(same) > 3 else ""
     return Diagnostic(first.source.file, mark.line, mark.column, field_path(path),
-                      f"runs {names}{more} share {what} {show(folder)}; each run of a sweep "
-                      "needs its own", hint)
+                      f"runs {names}{more} {what.format(show(folder))}; each run of a "
+                      "sweep needs its own", hint)
 
 
 def _output_dir(job: Job) -> Any:
+    """Where train writes on the machine: a mount's source, or a path of the machine (the
+    run dir's own is None), as normalise found it; or, for a job that neither resumes nor
+    checkpoints on a signal, the config's absolute output_dir as written."""
+    if job.checkpoints is not None:
+        folder = job.checkpoints
+        return None if folder.host_base is None else \
+            posixpath.normpath(posixpath.join(folder.host_base, folder.host_rest))
     config = next((f for f in job.files if f.path == AXOLOTL_CONFIG_NAME), None)
     if config is None:
         return None

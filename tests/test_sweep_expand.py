@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from compiler.diagnostics import ObcError
+from compiler.load import Mark
+from compiler.lock import find_tags
 from compiler.pipeline import compile_files
 from compiler.write import apply, plan
 
@@ -270,3 +272,36 @@ def test_a_runs_tsv_that_is_not_obcs_is_never_overwritten(tmp_path):
     with pytest.raises(ObcError, match="runs.tsv: is not a file with obc's generated-file header"):
         plan(out, compile_sweep(tmp_path, NATIVE + "matrix: {axes: {a: {x: {}}}}\n",
                                 out).outputs)
+
+
+def test_each_image_of_a_sweep_is_one_tag_to_lock(tmp_path):
+    (tmp_path / "run.yaml").write_text("""\
+version: 1
+id: sw
+runtime: {kind: docker, image: "reg.example/base:1"}
+steps: [{name: s, run: [record]}]
+matrix:
+  axes:
+    image: {base: {}, new: {runtime: {image: "reg.example/new:2"}}}
+    seed: {set: env.SEED, values: [1, 2]}
+""")
+    tags, problems = find_tags([Path("run.yaml")])
+    assert problems == []
+    assert {image: [(s.file, s.mark(("runtime", "image"))) for s in sources]
+            for image, sources in tags.items()} == {
+        "reg.example/base:1": [("run.yaml", Mark(3, 32))],
+        "reg.example/new:2": [("run.yaml", Mark(7, 46))],
+    }
+
+
+def test_runs_whose_output_dirs_are_one_container_path_on_other_mounts_are_fine(tmp_path):
+    result = compile_sweep(tmp_path, """\
+version: 1
+id: sw
+runtime: {kind: docker, mounts: [{source: /srv/a, target: /data}]}
+trainer: {axolotl: {config: {base_model: m, output_dir: /data/out}}}
+matrix:
+  axes:
+    where: {a: {}, b: {runtime: {mounts: [{source: /srv/b, target: /data}]}}}
+""")
+    assert list(scripts(result)) == ["sw-a", "sw-b"]

@@ -89,7 +89,7 @@ SWEEPS = [
          "'/srv/run'", "default"),
     case("shared-output-dir", TRAINER + "matrix: {axes: {a: {x: {}, y: {}}}}\n", 4, 57,
          "trainer.axolotl.config.output_dir",
-         "runs r-x, r-y share the Axolotl output_dir '/data/out'",
+         "runs r-x, r-y write their Axolotl output_dir to one folder, '/srv/out' on the machine",
          "make it relative"),
     case("patched-config-file-missing", FILE_CONFIG + "matrix:\n  axes:\n"
          "    lr: {set: trainer.axolotl.config.learning_rate, values: {a: 0.1}}\n", 4, 29,
