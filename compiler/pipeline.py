@@ -193,6 +193,10 @@ def _build_job(source: Source, project: Project, name: str, digests: Mapping[str
     if problems:
         return None, problems
     job = normalise(name, source.data, attachments, digests, __version__, sweep=sweep)
+    if sweep is not None and sweep.config_file is not None:
+        # A config file a sweep patched is an input too, though not embedded as it is.
+        attachments = {**attachments, CONFIG_FIELD: Embedding(project).read(
+            source.directory / sweep.config_file)}
     inputs = inputs_digest(source.sha256, attachments, lock_entry(source.data, digests))
     return replace(job, inputs=inputs), []
 

@@ -82,6 +82,8 @@ class SweepFile:
     mode: int
     file: str
     id_mark: Mark
+    # Unlike a script, a sweep's own file is no job's (obc plan shows no meaning for it).
+    job = None
 
     @property
     def relative_path(self) -> str:

@@ -305,3 +305,14 @@ matrix:
     where: {a: {}, b: {runtime: {mounts: [{source: /srv/b, target: /data}]}}}
 """)
     assert list(scripts(result)) == ["sw-a", "sw-b"]
+
+
+def test_a_patched_config_file_is_one_of_the_inputs_the_header_hashes(tmp_path):
+    text = TRAINER + "matrix: {axes: {lr: {set: trainer.axolotl.config.lr, values: [1]}}}\n"
+    before = scripts(compile_sweep(tmp_path, text))["sw-1"]
+    (tmp_path / "cfg.yaml").write_text(CONFIG + "# a comment, which the patched copy drops\n")
+    result = compile_files([Path("run.yaml")])
+    after = result.scripts[0].text
+    inputs = [line for line in before.splitlines() if line.startswith("# inputs ")]
+    assert len(inputs) == 1 and inputs[0] not in after
+    assert embedded(before) == embedded(after)

@@ -8,6 +8,7 @@
 #             ../lr-sweep/sweep.sh runs or submits them all (array index 3)
 # patched     trainer.axolotl.config.seed: (unset) -> 2
 # obc         0.2.0
+# inputs      sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21
 # runtime     docker, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
 #             steps run as the user who starts the job (--user "$(id -u):$(id -g)"), HOME /workspace/run/.obc/home
 #             obc adds --init --gpus all --ulimit 'memlock=-1' --ulimit 'stack=67108864' --shm-size 16g
@@ -94,6 +95,7 @@ sweep       lr-sweep, run 4 of 6: lr=2e-4 seed=2
             ../lr-sweep/sweep.sh runs or submits them all (array index 3)
 patched     trainer.axolotl.config.seed: (unset) -> 2
 obc         0.2.0
+inputs      sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21
 runtime     docker, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
             steps run as the user who starts the job (--user "$(id -u):$(id -g)"), HOME /workspace/run/.obc/home
             obc adds --init --gpus all --ulimit 'memlock=-1' --ulimit 'stack=67108864' --shm-size 16g
@@ -754,3 +756,87 @@ OBC_NAME=
 obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "lr-sweep-2e-4-2",
+#   "source_file": "examples/sweep-lr.yaml",
+#   "obc_version": "0.2.0",
+#   "description": "Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.",
+#   "runtime": {
+#     "type": "container",
+#     "engine": "docker",
+#     "image": "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b",
+#     "shm_size": "16g",
+#     "mounts": [],
+#     "extra_args": [],
+#     "user": "invoker",
+#     "host_network": false
+#   },
+#   "gpus": "all",
+#   "run_dir": "~/overbrainer/runs/lr-sweep-2e-4-2",
+#   "cache_dir": "~/overbrainer/.hf-cache",
+#   "shared": false,
+#   "steps": {
+#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"}
+#   },
+#   "files": {
+#     "axolotl.yaml": {
+#       "content": "sha256:8b8803a53a888735b9809a7e984777c287cf23c95b05afae90b02b6361063b4a",
+#       "origin": "configs/llama3-qlora.yaml, patched"
+#     }
+#   },
+#   "env": {
+#     "AXOLOTL_DO_NOT_TRACK": "1",
+#     "WANDB_RESUME": "allow",
+#     "WANDB_RUN_GROUP": "lr-sweep",
+#     "WANDB_PROJECT": "llama3-qlora"
+#   },
+#   "secrets": {
+#     "HF_TOKEN": {"required": true},
+#     "WANDB_API_KEY": {"required": false}
+#   },
+#   "stop_timeout": 60,
+#   "slurm": {
+#     "job_name": "lr-sweep-2e-4-2",
+#     "output": "%x-%j.out",
+#     "signal": "B:TERM@120",
+#     "requeue": true,
+#     "nodes": 1,
+#     "gpus_per_node": 1,
+#     "cpus_per_task": 8,
+#     "partition": "gpu",
+#     "account": null,
+#     "qos": null,
+#     "time": "04:00:00",
+#     "mem": "64G",
+#     "constraint": null,
+#     "rendezvous_port": 29500,
+#     "extra": [],
+#     "max_restarts": null,
+#     "requeues_itself": false,
+#     "torchrun_step": "train"
+#   },
+#   "checkpoints": {
+#     "step": "train",
+#     "output_dir": "output",
+#     "host_base": null,
+#     "host_rest": "output",
+#     "resume": true
+#   },
+#   "on_signal": {
+#     "grace": 45,
+#     "trigger": "axolotl_checkpoint.save"
+#   },
+#   "retry": null,
+#   "inputs": "sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21",
+#   "sweep": {
+#     "sweep": "lr-sweep",
+#     "index": 3,
+#     "count": 6,
+#     "labels": {"lr": "2e-4", "seed": "2"},
+#     "name": null,
+#     "changes": [["trainer.axolotl.config.seed", "(unset)", "2"]],
+#     "config_file": "configs/llama3-qlora.yaml"
+#   }
+# }

@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=b5dbc9cb92d99faf57d6ca9089b0386f8e06697d51bf7775f246dcf0b29c7cfd ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=47eb605726ff88fa454f813fdba6fbbd4ccd41f8e0c1cc107d0793ad53461fc0 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=162a1e798e294211913c6220b4f19ce9a124e852178af9e5db527b7d7e077585 ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=bbe7ffa2b38e2fcccd6e4bbeebffe95bdf2afc2a1cdd186cf4ffd1ed82ec063b ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=6472a57c61b4856db593610cc69afe16fbccab8819598b89c091f9a11d2e504d ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=d5cd28b523f26ae45f1a600b247462d4268610e150c18d5aeec785875718d824 ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=fd88934a7db11f8229acf7493c3b839982806fdc9ed9a473eb2b77411510f049 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=576f7753642e2be3bf9551d126b3f00550468988b223d41e50c97b3a483ad3ec ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=d3b55b5d63f07c99b53d2a5f7c79f221d3cecd7ce3e2ee39144ae594e05ba25f ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=ca2e266cfde40de337606e52dce9c57a73a9ce7e6ee7cef16096901cc41faf6e ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=ea11e776f245ca3c0fa2c419df3a52d1aa670a6d2ae7abbddb073deb8ce58ebd ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=1f64563861549a4f9d9745837e5e13445877fb839ac5bf56a55b01ca4a3338cc ;;
     *) return 1 ;;
   esac
 }
