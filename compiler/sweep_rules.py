@@ -26,10 +26,6 @@ ID_HINT = "use shorter labels, or an id template (matrix.id)"
 def id_problems(source: Source, matrix: Matrix, members: list[Member]) -> list[Diagnostic]:
     """Every run's id must be a valid id, its own, and not the sweep's (whose folder holds
     sweep.sh)."""
-    if "id" not in source.data:
-        mark = source.mark(())
-        return [Diagnostic(source.file, mark.line, mark.column, "id", "required key 'id' is "
-                           "missing; a sweep's runs are named after it")]
     template: Path_ = (*MATRIX, "id") if "id" in source.data["matrix"] else ("id",)
     problems = list(_invalid_ids(source, template, members))
     by_id: dict[str, list[Member]] = {}

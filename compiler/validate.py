@@ -65,8 +65,9 @@ def matrix_problems(source: Source) -> list[Diagnostic]:
     the runs; the rest of the file is validated run by run, once the matrix has made them."""
     found: set[Diagnostic] = set()
     for error in _validator().iter_errors(source.data):
-        if tuple(error.absolute_path)[:1] in (("matrix",), ("id",)):
-            found.update(_translate(source, error))
+        found.update(problem for problem in _translate(source, error)
+                     if problem.field == "id" or problem.field == "matrix"
+                     or problem.field.startswith(("matrix.", "matrix[")))
     return sorted(found)
 
 
