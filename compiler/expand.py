@@ -93,8 +93,8 @@ def expand(source: Source, embedding: Embedding) -> tuple[Expansion | None, list
     if problems:
         return None, problems
     base = _Base(source, matrix, ConfigFiles(source, embedding))
-    for index, member in enumerate(members):
-        base.build(member, index, len(members))
+    for member in members:
+        base.build(member)
     return Expansion(data["id"], source.file, source.mark(("id",)),
                      tuple(axis.name for axis in matrix.axes), tuple(members), combinations,
                      combinations - (len(members) - len(matrix.extra)),
@@ -170,7 +170,7 @@ class _Base:
                 if at is not None:
                     self.patches[at][index][path[len(at):]] = mark
 
-    def build(self, member: Member, index: int, count: int) -> None:
+    def build(self, member: Member) -> None:
         """Give `member` its Source and SweepRun, or the problems that kept it from them."""
         loaded: dict[str, dict] = {}
 
@@ -190,7 +190,7 @@ class _Base:
         if member.problems:
             return
         member.source = self._source(member, data)
-        member.run = SweepRun(self.data["id"], index, count, member.labels, member.name,
+        member.run = SweepRun(self.data["id"], member.labels, member.name,
                               self._changes(data, loaded), next(iter(loaded), None))
 
     def _crossing(self, value: Value, data: Any) -> list[Diagnostic]:

@@ -227,13 +227,12 @@ def _optional(number: int | None) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class SweepRun:
-    """A job's place in a sweep (a run file with a matrix): the sweep's id, the job's index in
-    its runs (the Slurm array index), its label on each axis (none for a named extra run), and
-    what its patches changed, as (field, old, new) shown for the header."""
+    """A job's place in a sweep (a run file with a matrix): the sweep's id, its label on each
+    axis (none for a named extra run), and what its patches changed, as (field, old, new)
+    shown for the header. Nothing of the other runs: a label added to an axis changes no
+    other run's meaning."""
 
     sweep: str
-    index: int
-    count: int
     labels: tuple[tuple[str, str], ...]
     name: str | None
     changes: tuple[tuple[str, str, str], ...]

@@ -95,8 +95,8 @@ def _sweep(job: Job) -> list[str]:
     run = job.sweep
     which = " ".join(f"{axis}={label}" for axis, label in run.labels) if run.labels \
         else f"the named run {run.name}"
-    return [f"{run.sweep}, run {run.index + 1} of {run.count}: {which}",
-            f"../{run.sweep}/sweep.sh runs or submits them all (array index {run.index})"]
+    return [f"{run.sweep}: {which}",
+            f"../{run.sweep}/sweep.sh runs or submits them all (--list lists them)"]
 
 
 def _step(job: Job, number: int, step) -> str:

@@ -101,10 +101,11 @@ class SweepFile:
 def build_sweep(expansion: Expansion, jobs: list[Job], texts: list[str]) -> Sweep:
     """The sweep of `expansion`, whose runs compiled to `jobs` and their scripts `texts`."""
     runs = tuple(
-        SweepEntry(job.sweep.index, job.id, tuple(dict(job.sweep.labels).get(axis, "")
-                                                   for axis in expansion.axes),
+        SweepEntry(index, job.id, tuple(dict(job.sweep.labels).get(axis, "")
+                                        for axis in expansion.axes),
                    hashlib.sha256(text.encode()).hexdigest())
-        for job, text in zip(jobs, texts, strict=True) if job.sweep is not None)
+        for index, (job, text) in enumerate(zip(jobs, texts, strict=True))
+        if job.sweep is not None)
     unsubmittable = tuple(job.id for job in jobs if job.slurm is None)
     directives = _array_directives(expansion, jobs) if not unsubmittable else None
     submission: Submission = "none" if unsubmittable else \

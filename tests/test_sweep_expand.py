@@ -159,15 +159,15 @@ matrix:
     text = scripts(result)
     assert (
         "# job         sw-1e-4-7\n"
-        "# sweep       sw, run 1 of 3: lr=1e-4 seed=7\n"
-        "#             ../sw/sweep.sh runs or submits them all (array index 0)\n"
+        "# sweep       sw: lr=1e-4 seed=7\n"
+        "#             ../sw/sweep.sh runs or submits them all (--list lists them)\n"
         "# patched     trainer.axolotl.config.learning_rate: 0.0002 -> 0.0001\n"
         "#             trainer.axolotl.config.seed: (unset) -> 7\n") in text["sw-1e-4-7"]
     # A value set to what it was is no change.
     assert "# patched     trainer.axolotl.config.seed: (unset) -> 7\n" in text["sw-2e-4-7"]
     assert (
-        "# sweep       sw, run 3 of 3: the named run nomodel\n"
-        "#             ../sw/sweep.sh runs or submits them all (array index 2)\n"
+        "# sweep       sw: the named run nomodel\n"
+        "#             ../sw/sweep.sh runs or submits them all (--list lists them)\n"
         "# patched     trainer.axolotl.config.base_model: \"m\" -> (deleted)\n"
     ) in text["sw-nomodel"]
 

@@ -175,7 +175,7 @@ def _product(matrix: dict[str, Any]) -> list[tuple[str, ...]]:
 
 @BUDGET
 @given(sweeps(), st.data())
-def test_adding_a_value_renames_no_run(data, draw):
+def test_adding_a_value_renames_no_run_and_changes_no_other(data, draw):
     before = runs(data)
     axis = draw.draw(st.sampled_from(sorted(data["matrix"]["axes"])))
     values = data["matrix"]["axes"][axis]["values"]
@@ -187,6 +187,10 @@ def test_adding_a_value_renames_no_run(data, draw):
     assert after is not None
     if before is not None:
         assert before.items() <= after.items()
+        # Each run's script is what it was, but for the hash of the run file's bytes.
+        old, now = unhashed(compile_data(data)), unhashed(compile_data(grown))
+        assert all(now[path] == text for path, text in old.items()
+                   if path.endswith("/job.sh"))
 
 
 @BUDGET

@@ -4,8 +4,8 @@
 # | Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.
 #
 # job         lr-sweep-2e-4-2
-# sweep       lr-sweep, run 4 of 6: lr=2e-4 seed=2
-#             ../lr-sweep/sweep.sh runs or submits them all (array index 3)
+# sweep       lr-sweep: lr=2e-4 seed=2
+#             ../lr-sweep/sweep.sh runs or submits them all (--list lists them)
 # patched     trainer.axolotl.config.seed: (unset) -> 2
 # obc         0.2.0
 # inputs      sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21
@@ -91,8 +91,8 @@ obc_help() {
 | Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.
 
 job         lr-sweep-2e-4-2
-sweep       lr-sweep, run 4 of 6: lr=2e-4 seed=2
-            ../lr-sweep/sweep.sh runs or submits them all (array index 3)
+sweep       lr-sweep: lr=2e-4 seed=2
+            ../lr-sweep/sweep.sh runs or submits them all (--list lists them)
 patched     trainer.axolotl.config.seed: (unset) -> 2
 obc         0.2.0
 inputs      sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21
@@ -832,8 +832,6 @@ obc_exit 0
 #   "inputs": "sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21",
 #   "sweep": {
 #     "sweep": "lr-sweep",
-#     "index": 3,
-#     "count": 6,
 #     "labels": {"lr": "2e-4", "seed": "2"},
 #     "name": null,
 #     "changes": [["trainer.axolotl.config.seed", "(unset)", "2"]],

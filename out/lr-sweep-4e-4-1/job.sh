@@ -4,8 +4,8 @@
 # | Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.
 #
 # job         lr-sweep-4e-4-1
-# sweep       lr-sweep, run 5 of 6: lr=4e-4 seed=1
-#             ../lr-sweep/sweep.sh runs or submits them all (array index 4)
+# sweep       lr-sweep: lr=4e-4 seed=1
+#             ../lr-sweep/sweep.sh runs or submits them all (--list lists them)
 # patched     trainer.axolotl.config.learning_rate: 0.0002 -> 0.0004
 #             trainer.axolotl.config.seed: (unset) -> 1
 # obc         0.2.0
@@ -92,8 +92,8 @@ obc_help() {
 | Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.
 
 job         lr-sweep-4e-4-1
-sweep       lr-sweep, run 5 of 6: lr=4e-4 seed=1
-            ../lr-sweep/sweep.sh runs or submits them all (array index 4)
+sweep       lr-sweep: lr=4e-4 seed=1
+            ../lr-sweep/sweep.sh runs or submits them all (--list lists them)
 patched     trainer.axolotl.config.learning_rate: 0.0002 -> 0.0004
             trainer.axolotl.config.seed: (unset) -> 1
 obc         0.2.0
@@ -834,8 +834,6 @@ obc_exit 0
 #   "inputs": "sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21",
 #   "sweep": {
 #     "sweep": "lr-sweep",
-#     "index": 4,
-#     "count": 6,
 #     "labels": {"lr": "4e-4", "seed": "1"},
 #     "name": null,
 #     "changes": [["trainer.axolotl.config.learning_rate", "0.0002", "0.0004"], ["trainer.axolotl.config.seed", "(unset)", "1"]],

@@ -4,8 +4,8 @@
 # | Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.
 #
 # job         lr-sweep-long
-# sweep       lr-sweep, run 6 of 6: the named run long
-#             ../lr-sweep/sweep.sh runs or submits them all (array index 5)
+# sweep       lr-sweep: the named run long
+#             ../lr-sweep/sweep.sh runs or submits them all (--list lists them)
 # patched     trainer.axolotl.config.num_epochs: 1 -> 3
 #             trainer.axolotl.config.learning_rate: 0.0002 -> 0.0001
 # obc         0.2.0
@@ -92,8 +92,8 @@ obc_help() {
 | Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.
 
 job         lr-sweep-long
-sweep       lr-sweep, run 6 of 6: the named run long
-            ../lr-sweep/sweep.sh runs or submits them all (array index 5)
+sweep       lr-sweep: the named run long
+            ../lr-sweep/sweep.sh runs or submits them all (--list lists them)
 patched     trainer.axolotl.config.num_epochs: 1 -> 3
             trainer.axolotl.config.learning_rate: 0.0002 -> 0.0001
 obc         0.2.0
@@ -833,8 +833,6 @@ obc_exit 0
 #   "inputs": "sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21",
 #   "sweep": {
 #     "sweep": "lr-sweep",
-#     "index": 5,
-#     "count": 6,
 #     "labels": [],
 #     "name": "long",
 #     "changes": [["trainer.axolotl.config.num_epochs", "1", "3"], ["trainer.axolotl.config.learning_rate", "0.0002", "0.0001"]],

@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=fd88934a7db11f8229acf7493c3b839982806fdc9ed9a473eb2b77411510f049 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=576f7753642e2be3bf9551d126b3f00550468988b223d41e50c97b3a483ad3ec ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=d3b55b5d63f07c99b53d2a5f7c79f221d3cecd7ce3e2ee39144ae594e05ba25f ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=ca2e266cfde40de337606e52dce9c57a73a9ce7e6ee7cef16096901cc41faf6e ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=ea11e776f245ca3c0fa2c419df3a52d1aa670a6d2ae7abbddb073deb8ce58ebd ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=1f64563861549a4f9d9745837e5e13445877fb839ac5bf56a55b01ca4a3338cc ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=a8b51ad8b10c12e18acaf71b745f13ed2db8057bd5251bf07f78d62f1597652b ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=4fcb4f7adb20f2880cf47cfdd3a0a8275c008d053ad41731306b57d1c5b8eb62 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=1159b1fc3c4214b8166085698c2962e5ccf3d9cccc4283a52e591050117575cc ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=44a0f8cfbb9eaaef6c07e93c4837f9986fd6af3dfe25f0f91b0c0a4eb26e9afb ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=fb778ef2457a8ed588d12106610d49afc862ac40d3445c27fcfaf074a52e3246 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=5e23af9dcacf90a03b14b01b8ba9efb0ef24a9e3e959cf35075637de7ff85d24 ;;
     *) return 1 ;;
   esac
 }
