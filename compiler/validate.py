@@ -66,7 +66,7 @@ def matrix_problems(source: Source) -> list[Diagnostic]:
     found: set[Diagnostic] = set()
     for error in _validator().iter_errors(source.data):
         found.update(problem for problem in _translate(source, error)
-                     if problem.field == "id" or problem.field == "matrix"
+                     if problem.field in ("id", "matrix")
                      or problem.field.startswith(("matrix.", "matrix[")))
     return sorted(found)
 
