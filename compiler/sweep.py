@@ -165,8 +165,9 @@ def _submission(sweep: Sweep) -> list[str]:
         return [f"--submit: one job array of {len(sweep.runs)} tasks{throttle}; each task "
                 "runs its run's job.sh"]
     if sweep.submission == "each":
+        throttle = "; max_parallel applies to a job array only" if sweep.max_parallel else ""
         return ["--submit: each run with its own sbatch (their #SBATCH lines differ, and "
-                "the tasks of a job array share theirs)"]
+                f"the tasks of a job array share theirs){throttle}"]
     return [f"--submit cannot: {', '.join(sweep.unsubmittable[:3])}"
             + (f" and {len(sweep.unsubmittable) - 3} more" if len(sweep.unsubmittable) > 3
                else "") + " have no slurm block"]

@@ -241,3 +241,22 @@ def test_submit_dry_run_prints_the_sbatch_of_the_array_or_of_each_run(tmp_path):
     each = run(script, "--submit", "--dry-run", "sw-long", "sw-x-1", box=box)
     assert (each.returncode, each.stderr) == (0, "")
     assert each.stdout == f"sbatch {out}/sw-long/job.sh\nsbatch {out}/sw-x-1/job.sh\n"
+
+
+def test_each_run_its_own_sbatch_stops_at_the_first_that_fails(tmp_path):
+    script = compile_script(tmp_path, SLURM.replace("{a: y, b: 2}]", "{a: y, b: 2}]\n"
+                                                    "  runs: {long: {slurm: {time: 60}}}"))
+    box = make_sandbox(tmp_path / "box")
+    # An sbatch that takes the first script and refuses the second.
+    fake = box.bin / "sbatch"
+    fake.write_text('#!/bin/sh\nif [ -e "$OBC_STUB_STATE/once" ]; then echo "sbatch: error: '
+                    'no" >&2; exit 1; fi\n: > "$OBC_STUB_STATE/once"\necho "Submitted batch '
+                    'job 7 for $*"\n')
+    fake.chmod(0o755)
+    result = run(script, "--submit", "--", "--hold", box=box)
+    out = tmp_path / "out"
+    assert result.returncode == 1
+    assert result.stdout == f"Submitted batch job 7 for --hold {out}/sw-x-1/job.sh\n"
+    assert result.stderr == ("sbatch: error: no\n"
+                             "obc: sbatch failed for run sw-x-2; the runs before it were "
+                             "submitted\n")
