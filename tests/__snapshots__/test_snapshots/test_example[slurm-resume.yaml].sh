@@ -829,5 +829,6 @@ obc_exit 0
 #     "exit_codes": [134],
 #     "max": 2
 #   },
-#   "inputs": "sha256:58df9b0f98d6589137498bdb6ac5e7442060db1bcb5e17c106e625e9a69a0443"
+#   "inputs": "sha256:58df9b0f98d6589137498bdb6ac5e7442060db1bcb5e17c106e625e9a69a0443",
+#   "sweep": null
 # }
