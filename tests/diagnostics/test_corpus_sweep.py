@@ -53,6 +53,10 @@ SWEEPS = [
     case("too-many-runs", AXES + "    a: {set: env.A, values: [1, 2, 3]}\n"
          "    b: {set: env.B, values: [1, 2, 3]}\n  max_runs: 8\n", 9, 13, "matrix.max_runs",
          "9 runs, more than max_runs (8)"),
+    case("too-many-combinations", AXES + "".join(
+        f"    {axis}: {{set: env.{axis.upper()}, values: [{', '.join(map(str, range(11)))}]}}\n"
+        for axis in "abcde"), 7, 5, "matrix.axes", "161,051 combinations",
+         "at most 100,000"),
     case("max-runs-over-the-cap", AXES + "    a: {x: {}}\n  max_runs: 10001\n", 8, 13,
          "matrix.max_runs", "10000"),
     case("all-excluded", AXES + "    a: {x: {}}\n  exclude: [{a: x}]\n", 8, 12, "matrix.exclude",
