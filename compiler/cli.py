@@ -26,7 +26,7 @@ from .reporters import REPORTERS
 from .resources import schema_path
 from .sources import allowed_folders
 from .text import visible
-from .write import MODE, Change, apply, plan, write_atomic
+from .write import Change, apply, plan, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 # `obc plan --detailed-exitcode`: changes found (no error is 2 there).
@@ -145,7 +145,7 @@ def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]],
         _report(args.format, result.diagnostics)
         return None
     try:
-        return compare(args.out, result.scripts, prune=args.prune)
+        return compare(args.out, result.outputs, prune=args.prune)
     except OSError as error:  # OUT or a folder in it cannot be read
         raise ObcError(f"{error.filename}: cannot read: {error.strerror or error}") from error
 
@@ -204,7 +204,7 @@ def _drift_message(change: Change) -> str:
     if change.status == "stale":
         return f"stale: {change.reason}; compile would remove it"
     if change.old == change.new:
-        return f"has mode {change.old_mode:04o}; compile would make it {MODE:04o}"
+        return f"has mode {change.old_mode:04o}; compile would make it {change.mode:04o}"
     return "differs from what compile would write"
 
 

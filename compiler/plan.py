@@ -20,7 +20,7 @@ from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
 from .text import visible
-from .write import MODE, Change
+from .write import Change
 from .write import plan as plan_writes
 
 Action = Literal["add", "change", "remove", "keep", "none"]
@@ -222,7 +222,7 @@ def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
     if action != "change" or job is None:
         return ScriptPlan(path, action, job=job)
     if change.old == change.new:
-        return ScriptPlan(path, action, note=f"mode {change.old_mode:04o} → {MODE:04o}",
+        return ScriptPlan(path, action, note=f"mode {change.old_mode:04o} → {change.mode:04o}",
                           job=job)
     text = (change.old or b"").decode("utf-8", "replace")
     old = read_record(text)

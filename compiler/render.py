@@ -20,6 +20,9 @@ from .model import CONTAINER_CACHE_DIR, CONTAINER_HOME, CONTAINER_RUN_DIR, Job, 
 from .resources import data_dir
 from .shell import ShellText
 from .summary import GENERATED_PREFIX, help_lines, usage
+from .sweep import USAGE as SWEEP_USAGE
+from .sweep import Sweep
+from .sweep import help_lines as sweep_help_lines
 
 # The signals a job stops on, with their numbers (Linux; the exit code is 128 + the number):
 # always TERM, INT and HUP; and the one Slurm sends before the time limit, if another.
@@ -113,6 +116,14 @@ def render_job(job: Job) -> str:
                            trapped_signals=_trapped_signals(job))
     # The job's meaning, last: `obc plan` reads it back from the script on disk.
     return f"{text}\n{_comment(record_lines(job))}\n"
+
+
+def render_sweep(sweep: Sweep) -> str:
+    """Return the sweep.sh of `sweep`."""
+    lines = sweep_help_lines(sweep)
+    header = [f"{GENERATED_PREFIX}{sweep.source_file}. DO NOT EDIT.", "", *lines]
+    return _environment().get_template("sweep.sh.j2").render(
+        sweep=sweep, header_lines=header, help_lines=lines, usage=SWEEP_USAGE)
 
 
 def _trapped_signals(job: Job) -> list[dict[str, str | int]]:

@@ -34,6 +34,9 @@ def help_lines(job: Job) -> list[str]:
         lines.append("")
     rows = [
         ("job", [job.id]),
+        ("sweep", _sweep(job)),
+        ("patched", [f"{path}: {old} -> {new}" for path, old, new in job.sweep.changes]
+         if job.sweep else []),
         ("obc", [job.obc_version]),
         ("inputs", [job.inputs]),
         ("runtime", _runtime(job)),
@@ -83,6 +86,17 @@ def _stop(job: Job) -> list[str]:
         lines.append(f"at the time limit ({job.slurm.signal_name}): requeued, up to "
                      f"{job.slurm.max_restarts} times")
     return lines
+
+
+def _sweep(job: Job) -> list[str]:
+    """Which run of which sweep this is, by its labels (README, "Sweeps")."""
+    if job.sweep is None:
+        return []
+    run = job.sweep
+    which = " ".join(f"{axis}={label}" for axis, label in run.labels) if run.labels \
+        else f"the named run {run.name}"
+    return [f"{run.sweep}: {which}",
+            f"../{run.sweep}/sweep.sh runs or submits them all (--list lists them)"]
 
 
 def _step(job: Job, number: int, step) -> str:

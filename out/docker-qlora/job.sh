@@ -771,5 +771,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:bc287f079a4946cfb653d519c4c9cd95cc481b59d9fb92aef4cb70564da9109f"
+#   "inputs": "sha256:bc287f079a4946cfb653d519c4c9cd95cc481b59d9fb92aef4cb70564da9109f",
+#   "sweep": null
 # }

@@ -744,5 +744,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:0638e6d3bad320d70390e03741b1b03af6757431dabca38f39236b30b23ee083"
+#   "inputs": "sha256:0638e6d3bad320d70390e03741b1b03af6757431dabca38f39236b30b23ee083",
+#   "sweep": null
 # }

@@ -868,5 +868,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:95fd5e99f583a2af9fe3e7e03b863117ff69f38496f9b8153dd0ed69a1b67b14"
+#   "inputs": "sha256:95fd5e99f583a2af9fe3e7e03b863117ff69f38496f9b8153dd0ed69a1b67b14",
+#   "sweep": null
 # }

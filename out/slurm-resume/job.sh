@@ -838,5 +838,6 @@ obc_exit 0
 #     "exit_codes": [134],
 #     "max": 2
 #   },
-#   "inputs": "sha256:09b12f34d331d9f3d0653343af0ffb7960691caf08d23d8d6beeb4f90e9e7542"
+#   "inputs": "sha256:09b12f34d331d9f3d0653343af0ffb7960691caf08d23d8d6beeb4f90e9e7542",
+#   "sweep": null
 # }

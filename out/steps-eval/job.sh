@@ -576,5 +576,6 @@ obc_exit 0
 #   "checkpoints": null,
 #   "on_signal": null,
 #   "retry": null,
-#   "inputs": "sha256:6e84eb0deba180c7f562c3870477efb613b0f9ec9a934cc342d13d93b24e74e3"
+#   "inputs": "sha256:6e84eb0deba180c7f562c3870477efb613b0f9ec9a934cc342d13d93b24e74e3",
+#   "sweep": null
 # }

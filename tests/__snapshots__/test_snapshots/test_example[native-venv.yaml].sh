@@ -779,5 +779,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:37b4ffadc5179d96651a54d5670851d5f05d9ee6e62f7af3e75e8b311c1db6e8"
+#   "inputs": "sha256:37b4ffadc5179d96651a54d5670851d5f05d9ee6e62f7af3e75e8b311c1db6e8",
+#   "sweep": null
 # }

@@ -759,5 +759,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:8c1406b1949610937bf05d98300b304321857966ffd0df7d3d421dd48596abae"
+#   "inputs": "sha256:8c1406b1949610937bf05d98300b304321857966ffd0df7d3d421dd48596abae",
+#   "sweep": null
 # }

@@ -794,5 +794,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:052bd10dc452fb1d0198bc2f899e3992f519a064cd69b20461df04c53f61d736"
+#   "inputs": "sha256:052bd10dc452fb1d0198bc2f899e3992f519a064cd69b20461df04c53f61d736",
+#   "sweep": null
 # }

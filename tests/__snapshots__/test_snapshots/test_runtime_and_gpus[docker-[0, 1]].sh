@@ -722,5 +722,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:345436756495e84a183cc5405a5cf1d51df353e39892158e4ddfaae8b18c38bf"
+#   "inputs": "sha256:345436756495e84a183cc5405a5cf1d51df353e39892158e4ddfaae8b18c38bf",
+#   "sweep": null
 # }

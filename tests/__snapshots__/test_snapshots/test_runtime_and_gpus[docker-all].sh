@@ -722,5 +722,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:b89e94b065da0ad3a9b358714e411515145ca49b7673a128e6a1b9dd80e086b3"
+#   "inputs": "sha256:b89e94b065da0ad3a9b358714e411515145ca49b7673a128e6a1b9dd80e086b3",
+#   "sweep": null
 # }

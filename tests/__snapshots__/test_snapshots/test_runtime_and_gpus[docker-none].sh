@@ -721,5 +721,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:4c56fe52183f8af6b4d4ca09cd4b152cdf44300efd557fb536bc125f8cd122e9"
+#   "inputs": "sha256:4c56fe52183f8af6b4d4ca09cd4b152cdf44300efd557fb536bc125f8cd122e9",
+#   "sweep": null
 # }

@@ -683,5 +683,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:e05f891bfa87185344d918f54c95fbff1af4c36c49b52c33e0c2773791ffbe2e"
+#   "inputs": "sha256:e05f891bfa87185344d918f54c95fbff1af4c36c49b52c33e0c2773791ffbe2e",
+#   "sweep": null
 # }

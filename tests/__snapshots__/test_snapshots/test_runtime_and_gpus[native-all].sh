@@ -682,5 +682,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:577e2861b3097ac59f884afb04e290629edf585ee1014120a865ce67fa802937"
+#   "inputs": "sha256:577e2861b3097ac59f884afb04e290629edf585ee1014120a865ce67fa802937",
+#   "sweep": null
 # }

@@ -683,5 +683,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:53221c7620c76fe7615778c8bd04562587f88e0751ceed69dd97ef387ea9f526"
+#   "inputs": "sha256:53221c7620c76fe7615778c8bd04562587f88e0751ceed69dd97ef387ea9f526",
+#   "sweep": null
 # }

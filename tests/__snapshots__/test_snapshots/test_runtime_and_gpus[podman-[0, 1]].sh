@@ -725,5 +725,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:df1b1a5225b9d960a9a48d6e68fe93bfceafe87abd68e4179ded93a58ce46a49"
+#   "inputs": "sha256:df1b1a5225b9d960a9a48d6e68fe93bfceafe87abd68e4179ded93a58ce46a49",
+#   "sweep": null
 # }

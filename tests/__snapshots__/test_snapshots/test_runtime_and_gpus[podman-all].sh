@@ -725,5 +725,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:39273114f8c4a46a948abf26110ecfcad32ff8070b31d944f904cc06b672b9da"
+#   "inputs": "sha256:39273114f8c4a46a948abf26110ecfcad32ff8070b31d944f904cc06b672b9da",
+#   "sweep": null
 # }

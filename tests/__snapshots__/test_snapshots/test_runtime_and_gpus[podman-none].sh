@@ -725,5 +725,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:7dbddd7b3c5c20e10fb2991178d9371be5717b5ed22c03019bba8727c8934977"
+#   "inputs": "sha256:7dbddd7b3c5c20e10fb2991178d9371be5717b5ed22c03019bba8727c8934977",
+#   "sweep": null
 # }
