@@ -1,8 +1,9 @@
-"""The `obc` command line: compile, validate, lock, schema. Chooses what is printed and the
-exit code.
+"""The `obc` command line: compile, plan, validate, lock, schema. Chooses what is printed and
+the exit code.
 
 Exit codes: 0 success; 1 invalid input, drift found by --check, or shellcheck findings;
-2 usage error or a broken environment.
+2 usage error or a broken environment. `plan --detailed-exitcode`: 0 no changes, 1 any
+error, 2 changes.
 """
 
 from __future__ import annotations
@@ -11,21 +12,28 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from . import __version__
 from .diagnostics import Diagnostic, ObcError
 from .lockfile import default_lock_path, format_lock
 from .pipeline import Options, compile_files
+from .plan import plan_scripts
+from .plan_report import PLAN_REPORTERS
 from .reporters import REPORTERS
 from .resources import schema_path
 from .sources import allowed_folders
 from .text import visible
-from .write import MODE, Change, apply, plan, write_atomic
+from .write import Change, apply, plan, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+# `obc plan --detailed-exitcode`: changes found (no error is 2 there).
+EXIT_CHANGES = 2
+DETAILED = "--detailed-exitcode"
 LOCK_MODE = 0o644
+T = TypeVar("T")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     formats = argparse.ArgumentParser(add_help=False)
     formats.add_argument("--format", choices=sorted(REPORTERS), default="text",
                          help="how to print problems: text on stderr (default), or json / "
-                              "github (Actions annotations) on stdout")
+                              "github (Actions annotations) on stdout; a plan: text, json, "
+                              "or github (markdown for a pull request comment)")
     inputs = argparse.ArgumentParser(add_help=False, parents=[formats])
     inputs.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                         help="run files, or folders of *.yaml and *.yml run files")
@@ -50,18 +59,29 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the image lock (default: obc.lock at the top of the git work "
                              "tree that holds the run files, else in the current directory)")
 
-    compile_ = commands.add_parser("compile", parents=[inputs, locked],
-                                   help="write OUT/<id>/job.sh")
-    compile_.add_argument("-o", "--out", type=Path, default=Path("out"),
+    compiles = argparse.ArgumentParser(add_help=False, parents=[inputs, locked])
+    compiles.add_argument("-o", "--out", type=Path, default=Path("out"),
                           help="output folder (default: out)")
+    compiles.add_argument("--prune", action="store_true",
+                          help="also remove obc's scripts in OUT that these inputs do not "
+                               "produce (by default only those whose run file is gone)")
+    compiles.add_argument("--require-digests", action="store_true",
+                          help="fail on an image that is neither pinned by digest nor locked")
+
+    compile_ = commands.add_parser("compile", parents=[compiles], help="write OUT/<id>/job.sh")
     compile_.add_argument("--check", action="store_true",
                           help="write nothing; exit 1 if OUT is not what compile would write")
     compile_.add_argument("--diff", action="store_true", help="with --check, print diffs")
-    compile_.add_argument("--prune", action="store_true",
-                          help="also remove obc's scripts in OUT that these inputs do not "
-                               "produce (by default only those whose run file is gone)")
-    compile_.add_argument("--require-digests", action="store_true",
-                          help="fail on an image that is neither pinned by digest nor locked")
+    compile_.add_argument("--full-check", action="store_true",
+                          help="run shellcheck on every script as written, rather than once "
+                               "per script shape (slower; what CI can afford)")
+    compile_.add_argument("--no-cache", action="store_true",
+                          help="neither read nor write obc's cache (OBC_COMPILE_CACHE)")
+    planner = commands.add_parser("plan", parents=[compiles],
+                                  help="say what compile would change in OUT, by what the jobs "
+                                       "mean, and each job's bill of materials; write nothing")
+    planner.add_argument(DETAILED, action="store_true",
+                         help="exit 0 with no changes, 2 with changes, 1 on any error")
     lock = commands.add_parser("lock", parents=[inputs, locked],
                                help="resolve image tags to digests into the lock (network)")
     mode = lock.add_mutually_exclusive_group()
@@ -72,38 +92,38 @@ def build_parser() -> argparse.ArgumentParser:
                       help="resolve every tag again, not only those the lock lacks")
     lock.add_argument("--skopeo", action="store_true",
                       help="resolve with `skopeo inspect`, which uses your registry logins")
-    compile_.add_argument("--full-check", action="store_true",
-                          help="run shellcheck on every script as written, rather than once "
-                               "per script shape (slower; what CI can afford)")
-    compile_.add_argument("--no-cache", action="store_true",
-                          help="neither read nor write obc's cache (OBC_COMPILE_CACHE)")
     commands.add_parser("validate", parents=[inputs], help="check run files, write nothing")
     commands.add_parser("schema", help="print the JSON Schema of the run file")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "compile" and args.diff and not args.check:
-        parser.error("--diff works only with --check")
     try:
-        if args.command == "schema":
-            sys.stdout.write(schema_path().read_text(encoding="utf-8"))
-            return EXIT_OK
-        if args.command == "validate":
-            return _validate(args)
-        if args.command == "lock":
-            return _lock(args)
-        return _compile(args)
+        args = parser.parse_args(argv)
+        if args.command == "compile" and args.diff and not args.check:
+            parser.error("--diff works only with --check")
+    except SystemExit as stop:
+        # With --detailed-exitcode (terraform's), 2 means changes: any error is 1.
+        if stop.code == EXIT_USAGE and DETAILED in argv:
+            return EXIT_INVALID
+        raise
+    try:
+        return COMMANDS[args.command](args)
     except ObcError as error:
         print(f"obc: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_INVALID if getattr(args, "detailed_exitcode", False) else EXIT_USAGE
     except BrokenPipeError:
         # The reader went away (`obc compile --check --diff | head`): not an error of ours.
         # Point stdout at /dev/null so the interpreter's final flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_INVALID
+
+
+def _schema(_args: argparse.Namespace) -> int:
+    sys.stdout.write(schema_path().read_text(encoding="utf-8"))
+    return EXIT_OK
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -117,25 +137,48 @@ def _lock_file(args: argparse.Namespace) -> Path:
     return args.lock if args.lock is not None else default_lock_path(args.paths)
 
 
-def _compile(args: argparse.Namespace) -> int:
+def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]], *,
+                      shellcheck: bool, **options: bool) -> list[T] | None:
+    """Compile the inputs (with these pipeline.Options besides the shared ones) and compare
+    the scripts with OUT through `compare` (write.plan or plan.plan_scripts); None, with the
+    problems reported, if the inputs have any."""
     if args.lock is not None and not args.lock.is_file():
         raise ObcError(f"{args.lock}: no such lock file")
-    result = compile_files(args.paths, args.out, Options(
+    # shellcheck runs, and scripts compiled before are reused, only when compile_files is
+    # told where the scripts go (plan needs every job itself).
+    result = compile_files(args.paths, args.out if shellcheck else None, Options(
         allowed=allowed_folders(args.allow_dir), lock=_lock_file(args),
-        require_digests=args.require_digests, full_check=args.full_check,
-        cache=not args.no_cache))
+        require_digests=args.require_digests, **options))
     if result.diagnostics:
         _report(args.format, result.diagnostics)
-        return EXIT_INVALID
+        return None
     try:
-        changes = plan(args.out, result.scripts, prune=args.prune)
+        return compare(args.out, result.outputs, prune=args.prune)
     except OSError as error:  # OUT or a folder in it cannot be read
         raise ObcError(f"{error.filename}: cannot read: {error.strerror or error}") from error
+
+
+def _compile(args: argparse.Namespace) -> int:
+    changes = _compare_with_out(args, plan, shellcheck=True, full_check=args.full_check,
+                                cache=not args.no_cache)
+    if changes is None:
+        return EXIT_INVALID
     if args.check:
         return _check(args, changes)
     _report(args.format, [])
     _report_writes(apply(changes))
     return EXIT_OK
+
+
+def _plan(args: argparse.Namespace) -> int:
+    """Print what compile would do to OUT; 0, or with --detailed-exitcode 2 if it would
+    change anything. The scripts are not run through shellcheck: compile does that."""
+    plans = _compare_with_out(args, plan_scripts, shellcheck=False)
+    if plans is None:
+        return EXIT_INVALID
+    PLAN_REPORTERS[args.format](plans, sys.stdout)
+    changed = any(plan.action in ("add", "change", "remove") for plan in plans)
+    return EXIT_CHANGES if changed and args.detailed_exitcode else EXIT_OK
 
 
 def _report(format_: str, problems: list[Diagnostic]) -> None:
@@ -170,7 +213,7 @@ def _drift_message(change: Change) -> str:
     if change.status == "stale":
         return f"stale: {change.reason}; compile would remove it"
     if change.old == change.new:
-        return f"has mode {change.old_mode:04o}; compile would make it {MODE:04o}"
+        return f"has mode {change.old_mode:04o}; compile would make it {change.mode:04o}"
     return "differs from what compile would write"
 
 
@@ -237,3 +280,7 @@ def _lock_change(image: str, old: str | None, new: str | None) -> str | None:
     if new is None:
         return f"removed {image}: no run file uses it"
     return f"locked {image} at {new}" + (f" (was {old})" if old else "")
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "compile": _compile, "plan": _plan, "validate": _validate, "lock": _lock, "schema": _schema}

@@ -141,6 +141,8 @@ _KEYWORDS = {
     or len(instance) >= least,
     "minItems": lambda least, instance, *_: not isinstance(instance, list)
     or len(instance) >= least,
+    "minProperties": lambda least, instance, *_: not isinstance(instance, dict)
+    or len(instance) >= least,
     "minimum": lambda least, instance, *_: not _is_number(instance) or instance >= least,
     "maximum": lambda most, instance, *_: not _is_number(instance) or instance <= most,
     "required": lambda keys, instance, *_: not isinstance(instance, dict)
@@ -154,4 +156,10 @@ _KEYWORDS = {
     "items": _items,
     "oneOf": lambda schemas, instance, root, _: sum(
         _valid(s, instance, root) for s in schemas) == 1,
+    "if": lambda condition, instance, root, schema: _valid(
+        schema.get("then", True) if _valid(condition, instance, root) else
+        schema.get("else", True), instance, root),
+    # Their meaning is in `if`'s; without an `if`, draft-07 ignores them.
+    "then": lambda *_: True,
+    "else": lambda *_: True,
 }

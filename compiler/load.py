@@ -10,6 +10,7 @@ key came from.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import re
@@ -68,6 +69,8 @@ class Source:
     values: dict[Path_, Mark] = field(default_factory=dict)
     keys: dict[Path_, Mark] = field(default_factory=dict)
     raw: dict[Path_, str] = field(default_factory=dict)
+    # The sha256 of the file's bytes: the script's header names its inputs by hash.
+    sha256: str = ""
 
     def mark(self, path: Path_, *, key: bool = False) -> Mark:
         """Return the position of the value at `path` (or of its key), else the nearest parent."""
@@ -99,7 +102,9 @@ def load_source(path: Path) -> tuple[Source, list[Diagnostic]]:
     """Read and parse the run file at `path`; problems come back as diagnostics."""
     source = Source(file=display_name(path), directory=path.parent)
     try:
-        text = _decode(_read_bytes(path))
+        data = _read_bytes(path)
+        source.sha256 = hashlib.sha256(data).hexdigest()
+        text = _decode(data)
         node, loader = _compose(text)
         _Measure().check(node)
         source.data = _Builder(source, text, loader).build(node, ())

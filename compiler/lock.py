@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .build import build_jobs
 from .diagnostics import Diagnostic
 from .load import Source
 from .lockfile import Lock, image_problem, is_pinned, read_lock
-from .pipeline import build_job, run_files
+from .pipeline import run_files
 from .registry import ResolveError
 
 Resolver = Callable[[str], str]
@@ -76,11 +77,16 @@ def find_tags(paths: Iterable[Path]) -> tuple[Tags, list[Diagnostic]]:
     tags: Tags = {}
     problems: list[Diagnostic] = []
     for path in run_files(paths):
-        source, job, found = build_job(path, {})
-        problems += found
-        container = job.container if job is not None else None
-        if container is not None and not is_pinned(container.image):
-            tags.setdefault(container.image, []).append(source)
+        built = build_jobs(path, {})
+        problems += built.problems
+        for source, job in built.jobs:
+            container = job.container
+            if container is None or is_pinned(container.image):
+                continue
+            users = tags.setdefault(container.image, [])
+            # A sweep's runs that take the image from one place in it are one use of it.
+            if image_problem(source, "") not in [image_problem(used, "") for used in users]:
+                users.append(source)
     return tags, problems
 
 

@@ -225,6 +225,21 @@ def _optional(number: int | None) -> str | None:
     return None if number is None else str(number)
 
 
+@dataclass(frozen=True, slots=True)
+class SweepRun:
+    """A job's place in a sweep (a run file with a matrix): the sweep's id, its label on each
+    axis (none for a named extra run), and what its patches changed, as (field, old, new)
+    shown for the header. Nothing of the other runs: a label added to an axis changes no
+    other run's meaning."""
+
+    sweep: str
+    labels: tuple[tuple[str, str], ...]
+    name: str | None
+    changes: tuple[tuple[str, str, str], ...]
+    # The Axolotl config file its patches were applied to, if they were.
+    config_file: str | None = None
+
+
 def lookup(program: str) -> Literal["path", "absolute", "run_dir"]:
     """How the shell finds `program`: on PATH, at an absolute (or ~/) path, or in the run dir."""
     if "/" not in program:
@@ -259,6 +274,10 @@ class Job:
     checkpoints: Checkpoints | None = None
     on_signal: OnSignal | None = None
     retry: Retry | None = None
+    # sha256 of the inputs that shaped the script (provenance.py): run file, embedded files,
+    # the lock entry of its image. The pipeline sets it: it has the bytes.
+    inputs: str = ""
+    sweep: SweepRun | None = None
 
     @property
     def wandb_run_id(self) -> bool:

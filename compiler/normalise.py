@@ -6,6 +6,7 @@ shape the schema promises; nothing here reports problems.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,18 +26,22 @@ from .model import (
     Secret,
     Slurm,
     Step,
+    SweepRun,
     default_signal,
 )
 
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
 DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"
-# Axolotl sends no telemetry, and a resumed run continues its W&B run (the job sets
-# WANDB_RUN_ID, which needs the run dir, where it runs).
-AXOLOTL_ENV = (("AXOLOTL_DO_NOT_TRACK", "1"), ("WANDB_RESUME", "allow"))
+# Axolotl sends no telemetry (with no network, it would keep `axolotl train` from exiting),
+# and a resumed run continues its W&B run (the job sets WANDB_RUN_ID, which needs the run
+# dir, where it runs).
+NO_TELEMETRY = (("AXOLOTL_DO_NOT_TRACK", "1"),)
+AXOLOTL_ENV = (*NO_TELEMETRY, ("WANDB_RESUME", "allow"))
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
 # run dir may not exist before the job creates it).
 DEFAULT_SLURM_OUTPUT = "%x-%j.out"
 DEFAULT_RENDEZVOUS_PORT = 29500
+WANDB_GROUP = "WANDB_RUN_GROUP"
 
 
 def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
@@ -49,10 +54,11 @@ def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
     return fields
 
 
-def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, str],
-              digests: Mapping[str, str], obc_version: str) -> Job:
+def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
+        source_file: str, data: dict[str, Any], attachments: dict[Path_, str],
+        digests: Mapping[str, str], obc_version: str, *, sweep: SweepRun | None = None) -> Job:
     """Return the job a valid run file describes; `attachments` holds the files it names,
-    `digests` the image lock (tag → digest, from obc.lock)."""
+    `digests` the image lock (tag → digest, from obc.lock), `sweep` its place in a sweep."""
     runtime = data["runtime"]
     kind = runtime["kind"]
     job_id = data["id"]
@@ -75,14 +81,15 @@ def normalise(source_file: str, data: dict[str, Any], attachments: dict[Path_, s
         cache_dir=paths.get("cache_dir", cache_default),
         shared=paths.get("shared", False),
         steps=_steps(data),
-        files=_files(data, attachments),
-        env=_env(data),
+        files=_files(data, attachments, sweep),
+        env=_env(data, sweep),
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
         stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
         slurm=slurm,
         checkpoints=None if config is None else trainer.checkpoints(data, config, mounts),
         on_signal=None if config is None else trainer.signal_checkpoint(data, config),
         retry=_retry(data.get("retry")),
+        sweep=sweep,
     )
 
 
@@ -158,21 +165,34 @@ def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool, retry: bool) -> Sl
     )
 
 
-def _files(data: dict[str, Any], attachments: dict[Path_, str]) -> tuple[EmbeddedFile, ...]:
+def _files(data: dict[str, Any], attachments: dict[Path_, str],
+           sweep: SweepRun | None) -> tuple[EmbeddedFile, ...]:
     files = []
     if "trainer" in data:
-        files.append(trainer.config_file(data, attachments.get(CONFIG_FIELD)))
+        file = trainer.config_file(data, attachments.get(CONFIG_FIELD))
+        if sweep is not None and sweep.config_file is not None:
+            file = dataclasses.replace(file, origin=f"{sweep.config_file}, patched")
+        files.append(file)
     for name, source in data.get("files", {}).items():
         files.append(EmbeddedFile(name, attachments[("files", name)], source))
     return tuple(files)
 
 
-def _env(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str], ...]:
     env = {name: str(value["value"] if isinstance(value, dict) else value)
            for name, value in data.get("env", {}).items()}
-    defaults = AXOLOTL_ENV if "trainer" in data else ()
+    defaults = AXOLOTL_ENV if "trainer" in data else \
+        NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
+    secrets = {_secret(item).name for item in data.get("secrets", ())}
+    if sweep is not None and WANDB_GROUP not in secrets:
+        # The runs of a sweep are one group in W&B (README, "Sweeps").
+        defaults += ((WANDB_GROUP, sweep.sweep),)
     return tuple((name, value) for name, value in defaults if name not in env) + tuple(
         env.items())
+
+
+def _runs_axolotl(step: dict[str, Any]) -> bool:
+    return step["run"][0].rpartition("/")[2] == "axolotl"
 
 
 def _secret(item: str | dict[str, Any]) -> Secret:

@@ -19,10 +19,14 @@ import jinja2.bccache
 
 from . import shell, slurm
 from .diagnostics import ObcError
+from .meaning import record_lines
 from .model import CONTAINER_CACHE_DIR, CONTAINER_HOME, CONTAINER_RUN_DIR, Job, lookup
 from .resources import data_dir
 from .shell import ShellText
 from .summary import GENERATED_PREFIX, help_lines, usage
+from .sweep import USAGE as SWEEP_USAGE
+from .sweep import Sweep
+from .sweep import help_lines as sweep_help_lines
 
 # The signals a job stops on, with their numbers (Linux; the exit code is 128 + the number):
 # always TERM, INT and HUP; and the one Slurm sends before the time limit, if another.
@@ -212,8 +216,19 @@ def render_job(job: Job, printer: Printer = _REAL) -> str:
     template = _environment().get_template(f"{'native' if job.native else 'container'}.sh.j2")
     lines = help_lines(job)
     header = [f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.", "", *lines]
-    return template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),
+    text = template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),
                            trapped_signals=_trapped_signals(job), **{_PRINTER: printer})
+    # The job's meaning, last: `obc plan` reads it back from the script on disk.
+    return f"{text}\n{printer.comment(record_lines(job))}\n"
+
+
+def render_sweep(sweep: Sweep, printer: Printer = _REAL) -> str:
+    """Return the sweep.sh of `sweep`, its values written by `printer`."""
+    lines = sweep_help_lines(sweep)
+    header = [f"{GENERATED_PREFIX}{sweep.source_file}. DO NOT EDIT.", "", *lines]
+    return _environment().get_template("sweep.sh.j2").render(
+        sweep=sweep, header_lines=header, help_lines=lines, usage=SWEEP_USAGE,
+        **{_PRINTER: printer})
 
 
 def _trapped_signals(job: Job) -> list[dict[str, str | int]]:

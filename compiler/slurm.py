@@ -10,6 +10,8 @@ from .model import Slurm
 from .shell import ShellText
 
 
-def sbatch_lines(slurm: Slurm) -> ShellText:
-    """Return the `#SBATCH --option=value` lines of `slurm`, one per directive."""
-    return ShellText("\n".join(f"#SBATCH {directive}" for directive in slurm.directives))
+def sbatch_lines(slurm: Slurm | tuple[str, ...]) -> ShellText:
+    """Return the `#SBATCH --option=value` lines of `slurm` (or of these directives, which
+    come from runs' own), one per directive."""
+    directives = slurm.directives if isinstance(slurm, Slurm) else slurm
+    return ShellText("\n".join(f"#SBATCH {directive}" for directive in directives))

@@ -34,7 +34,11 @@ def help_lines(job: Job) -> list[str]:
         lines.append("")
     rows = [
         ("job", [job.id]),
+        ("sweep", _sweep(job)),
+        ("patched", [f"{path}: {old} -> {new}" for path, old, new in job.sweep.changes]
+         if job.sweep else []),
         ("obc", [job.obc_version]),
+        ("inputs", [job.inputs]),
         ("runtime", _runtime(job)),
         ("gpus", [job.gpus if isinstance(job.gpus, str) else ", ".join(job.gpus)]),
         ("slurm", _slurm(job)),
@@ -84,6 +88,17 @@ def _stop(job: Job) -> list[str]:
     return lines
 
 
+def _sweep(job: Job) -> list[str]:
+    """Which run of which sweep this is, by its labels (README, "Sweeps")."""
+    if job.sweep is None:
+        return []
+    run = job.sweep
+    which = " ".join(f"{axis}={label}" for axis, label in run.labels) if run.labels \
+        else f"the named run {run.name}"
+    return [f"{run.sweep}: {which}",
+            f"../{run.sweep}/sweep.sh runs or submits them all (--list lists them)"]
+
+
 def _step(job: Job, number: int, step) -> str:
     where = " (on every node)" if step.name in job.node_steps else ""
     return f"{number}. {step.name}{where}: {shell.join_words(step.argv)}"
@@ -99,13 +114,17 @@ def _container(job: Job, container: Container) -> list[str]:
     lines = [f"{container.engine}, image {container.image}", _user(container)]
     lines += [f"mount {m.source} at {m.target}" + (" (read-only)" if m.readonly else "")
               for m in container.mounts]
-    added = ["--init", *job.gpu_args]
-    added += ["--ipc=host"] if container.host_ipc else ["--shm-size", container.shm_size or ""]
-    added += ["--network=host"] if container.host_network else []
-    lines.append(f"obc adds {shell.join_words(added)}")
+    lines.append(f"obc adds {shell.join_words(added_options(job, container))}")
     if container.extra_args:
         lines.append(f"engine options {shell.join_words(container.extra_args)}")
     return lines
+
+
+def added_options(job: Job, container: Container) -> list[str]:
+    """The engine options obc adds to every container of the job, besides the user's."""
+    added = ["--init", *job.gpu_args]
+    added += ["--ipc=host"] if container.host_ipc else ["--shm-size", container.shm_size or ""]
+    return added + (["--network=host"] if container.host_network else [])
 
 
 def _user(container: Container) -> str:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # imported when there is an error to explain: it is slow to i
     from jsonschema import Draft7Validator, ValidationError
 
 # Keys and values that later versions of the format will give a meaning.
-NOT_SUPPORTED_YET = {("matrix",), ("extends",)}
+NOT_SUPPORTED_YET = {("extends",)}
 KINDS_NOT_SUPPORTED_YET = {"apptainer"}
 
 
@@ -63,6 +63,19 @@ def validate(source: Source) -> list[Diagnostic]:
             message += f" (line {first.line}, column {first.column})"
         found.add(Diagnostic(source.file, mark.line, mark.column, field_path(problem.path),
                              message, problem.hint))
+    return sorted(found)
+
+
+def matrix_problems(source: Source) -> list[Diagnostic]:
+    """Return the schema's problems with a run file's matrix block and its id, which names
+    the runs; the rest of the file is validated run by run, once the matrix has made them."""
+    found: set[Diagnostic] = set()
+    if fastschema.is_valid(run_schema(), source.data):
+        return []  # no problem anywhere: no need to import jsonschema
+    for error in _validator().iter_errors(source.data):
+        found.update(problem for problem in _translate(source, error)
+                     if problem.field in ("id", "matrix")
+                     or problem.field.startswith(("matrix.", "matrix[")))
     return sorted(found)
 
 

@@ -1,6 +1,7 @@
 """Stage 6, write: compiled scripts → files under OUT, or a report of how OUT differs.
 
-obc owns a file only if it carries obc's generated-file header. It never writes over,
+The files are OUT/<id>/job.sh, and a sweep's OUT/<id>/sweep.sh and runs.tsv. obc owns a
+file only if it carries obc's generated-file header (its second line). It never writes over,
 deletes or follows anything else; each write goes to a temporary file in the same folder
 and is renamed into place, so a file is always either old or new, never half-written.
 """
@@ -17,16 +18,19 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from .diagnostics import ObcError
-from .pipeline import SCRIPT_NAME, Script
+from .pipeline import SCRIPT_MODE, SCRIPT_NAME
 from .project import resolve_source
 from .summary import GENERATED_PREFIX
+from .sweep import RUNS_TABLE, SWEEP_SCRIPT
 
 HEADER_PREFIX = "# " + GENERATED_PREFIX
 HEADER_SUFFIX = ". DO NOT EDIT."
-MODE = 0o755
+MODE = SCRIPT_MODE
+# The files obc writes in each folder of OUT, and so the only ones it may find stale there.
+OUT_FILES = (SCRIPT_NAME, SWEEP_SCRIPT, RUNS_TABLE)
 
 Status = Literal["written", "unchanged", "removed", "changed", "missing", "stale", "kept"]
 
@@ -42,6 +46,8 @@ class Change:
     old_mode: int = MODE
     # For an obc script no input produced: why it is stale, or kept.
     reason: str = ""
+    # The mode obc writes the file with.
+    mode: int = MODE
 
     def diff(self) -> str:
         """Return a unified diff from the file on disk to what obc would write."""
@@ -82,30 +88,49 @@ def is_obc_file(path: Path) -> bool:
         return False
 
 
-def plan(out: Path, scripts: Iterable[Script], *, prune: bool = False) -> list[Change]:
+class Output(Protocol):
+    """A file to write under OUT (pipeline.Script, sweep.SweepFile)."""
+
+    @property
+    def relative_path(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def mode(self) -> int: ...
+    @property
+    def source_file(self) -> str: ...
+    @property
+    def folder(self) -> str: ...
+
+
+def plan(out: Path, scripts: Iterable[Output], *, prune: bool = False) -> list[Change]:
     """Compare OUT with `scripts`: changed, missing, unchanged, stale and kept files, in path
-    order. An obc script that no input produced is stale when its run file is gone, or was
-    compiled now into another id; with `prune`, always; else it is kept.
+    order. An obc file that no input produced is stale when its run file is gone, or was
+    compiled now into other files; with `prune`, always; else it is kept.
 
     Raises ObcError, naming every such path, if anything that is not obc's (a link, a folder,
     a file without the header) stands where a script must go: obc writes nothing then.
     """
     scripts = list(scripts)
-    wanted = {out / script.relative_path: script.text.encode() for script in scripts}
+    wanted = {out / script.relative_path: (script.text.encode(), script.mode)
+              for script in scripts}
     conflicts = [problem for path in wanted if (problem := _conflict(out, path))]
     if conflicts:
         raise ObcError("not obc's, but where obc must write (obc writes nothing):\n  "
                        + "\n  ".join(dict.fromkeys(conflicts)) + "\nobc replaces only files "
                        "that carry its generated-file header, and never follows or replaces a "
                        "link; move these away or delete them")
-    changes = [_compare(path, text) for path, text in wanted.items()]
-    compiled = {script.source_name: script.job_id for script in scripts}
+    changes = [_compare(path, text, mode) for path, (text, mode) in wanted.items()]
+    compiled: dict[str, list[str]] = {}
+    for script in scripts:
+        folders = compiled.setdefault(script.source_file, [])
+        folders += [] if script.folder in folders else [script.folder]
     changes += [_unproduced(out, path, compiled, prune)
                 for path in _obc_files(out) if path not in wanted]
     return sorted(changes, key=lambda change: str(change.path))
 
 
-def _unproduced(out: Path, path: Path, compiled: dict[str, str], prune: bool) -> Change:
+def _unproduced(out: Path, path: Path, compiled: dict[str, list[str]], prune: bool) -> Change:
     """What becomes of an obc script that no input produced this time."""
     old = path.read_bytes()
     source = Change(path, "stale", old).source()
@@ -115,9 +140,11 @@ def _unproduced(out: Path, path: Path, compiled: dict[str, str], prune: bool) ->
         return Change(path, "stale", old, reason="its header names no run file")
     if not resolve_source(source, out).is_file():
         return Change(path, "stale", old, reason=f"its run file {source} is gone")
-    if source in compiled:
+    if source in compiled and len(compiled[source]) == 1:
         return Change(path, "stale", old, reason=f"its run file {source} now has id "
-                      f"'{compiled[source]}'")
+                      f"'{compiled[source][0]}'")
+    if source in compiled:
+        return Change(path, "stale", old, reason=f"its run file {source} no longer makes it")
     return Change(path, "kept", old, reason=f"its run file {source} was not given")
 
 
@@ -134,19 +161,19 @@ def _conflict(out: Path, path: Path) -> str | None:
     return None
 
 
-def _compare(path: Path, new: bytes) -> Change:
+def _compare(path: Path, new: bytes, mode: int) -> Change:
     if not path.exists():
-        return Change(path, "missing", None, new)
-    old, mode = path.read_bytes(), stat.S_IMODE(path.stat().st_mode)
-    return Change(path, "unchanged" if old == new and mode == MODE else "changed", old, new,
-                  mode)
+        return Change(path, "missing", None, new, mode=mode)
+    old, old_mode = path.read_bytes(), stat.S_IMODE(path.stat().st_mode)
+    return Change(path, "unchanged" if old == new and old_mode == mode else "changed", old,
+                  new, old_mode, mode=mode)
 
 
 def _obc_files(out: Path) -> list[Path]:
     if not out.is_dir() or out.is_symlink():
         return []
     return sorted(path for folder in out.iterdir() if folder.is_dir() and not folder.is_symlink()
-                  for path in [folder / SCRIPT_NAME] if is_obc_file(path))
+                  for path in (folder / name for name in OUT_FILES) if is_obc_file(path))
 
 
 def apply(changes: list[Change]) -> list[Change]:
@@ -176,7 +203,7 @@ def _stage(changes: list[Change]) -> dict[Path, str]:
     staged: dict[Path, str] = {}
     try:
         for change in changes:
-            staged[change.path] = _write_temporary(change.path, change.new or b"")
+            staged[change.path] = _write_temporary(change.path, change.new or b"", change.mode)
     except OSError as error:
         for tmp in staged.values():
             Path(tmp).unlink(missing_ok=True)
@@ -209,7 +236,7 @@ def _carry_out(change: Change, staged: dict[Path, str]) -> Change:
     try:
         if change.path in staged:
             os.replace(staged[change.path], change.path)
-            return Change(change.path, "written", change.old, change.new)
+            return Change(change.path, "written", change.old, change.new, mode=change.mode)
         if change.status == "stale":
             change.path.unlink()
             _remove_if_empty(change.path.parent)

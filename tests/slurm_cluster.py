@@ -188,6 +188,17 @@ class SlurmCluster:
                        f"job {job_id} to end")
         return self.show(job_id)
 
+    def start_requeued(self, job_id: str) -> None:
+        """Let a requeued job start again now, not after the two minutes Slurm makes it
+        wait; but not within the second in which the node revoked the job's credential: the
+        node would refuse to launch it ("Job credential revoked") and the job would fail."""
+        self.wait_for(lambda: self.show(job_id).state == "PENDING", 60,
+                      f"job {job_id} to be requeued")
+        requeued = int(time.time())
+        self.wait_for(lambda: time.time() >= requeued + 2, 10, "the next second but one")
+        result = self.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+        assert result.returncode == 0, result.stderr
+
     def run(self, *argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env={**os.environ, **self.env}, capture_output=True,
                               text=True, check=False, timeout=60)

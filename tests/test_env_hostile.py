@@ -142,3 +142,35 @@ def test_shellopts_xtrace_traces_bash_but_leaks_no_secret(script, sandbox, shell
     assert run.returncode == 0, run.stderr
     assert "+ obc_step 1 first" in run.stderr  # bash took xtrace from the environment
     assert "CANARY" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_secret_an_env_file_sets_does_not_show_under_sh_x(sandbox, tmp_path, shell,
+                                                             monkeypatch):
+    monkeypatch.setitem(SHELLS, traced(shell), [*SHELLS[shell], "-x"])
+    (tmp_path / "job.env").write_text("export HF_TOKEN='hf_CANARY_from_the_env_file'\n")
+    script = write_script(tmp_path, compile_text(tmp_path, f"""\
+version: 1
+id: envfile
+runtime: {{kind: native, env_file: "{tmp_path}/job.env"}}
+steps: [{{name: s, run: [record]}}]
+secrets: [HF_TOKEN]
+"""))
+    run = sandbox.run(script, shell=traced(shell), env=sandbox.env())
+    assert run.returncode == 0, run.stderr
+    assert "+" in run.stderr and "CANARY" not in run.stdout + run.stderr
+    (step,) = run.steps
+    assert step["env"]["HF_TOKEN"] == "hf_CANARY_from_the_env_file"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_an_inherited_ps4_is_expanded_for_the_first_traced_line_only(sandbox, tmp_path, shell,
+                                                                      monkeypatch):
+    # PS4 is set first: before it, the shell traces that very line with the one it inherited.
+    monkeypatch.setitem(SHELLS, traced(shell), [*SHELLS[shell], "-x"])
+    script = write_script(tmp_path, compile_text(tmp_path, JOB.format(kind="native").replace(
+        "files: {data/config.txt: config.txt}\n", "")))
+    env = sandbox.env(HF_TOKEN=CANARY, PS4="+[$HF_TOKEN] ")
+    run = sandbox.run(script, "--help", shell=traced(shell), env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count("CANARY") <= 1

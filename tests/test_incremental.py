@@ -30,13 +30,13 @@ def cache(tmp_path, monkeypatch) -> Path:
 def built(monkeypatch) -> list[Path]:
     """Record which run files are compiled (not reused) from now on."""
     paths: list[Path] = []
-    real = pipeline.build_job
+    real = pipeline.build_jobs
 
     def recording(path: Path, *args):
         paths.append(path)
         return real(path, *args)
 
-    monkeypatch.setattr(pipeline, "build_job", recording)
+    monkeypatch.setattr(pipeline, "build_jobs", recording)
     return paths
 
 
@@ -189,6 +189,6 @@ def test_many_files_compile_alike_in_two_processes(tmp_path, monkeypatch):
     monkeypatch.setattr(workers, "MIN_PARALLEL", 2)
     monkeypatch.setenv("OBC_COMPILE_CACHE", "")
     forked = pipeline.compile_files([runs], tmp_path / "out")
-    assert [(s.job_id, s.text) for s in forked.scripts] == [
-        (s.job_id, s.text) for s in serial.scripts]
+    assert [(s.job.id, s.text) for s in forked.scripts] == [
+        (s.job.id, s.text) for s in serial.scripts]
     assert forked.diagnostics == serial.diagnostics == []

@@ -158,7 +158,9 @@ runtime: {kind: native}
 paths: {run_dir: ~/runs/it's here, cache_dir: ~/hf cache}
 steps: [{name: s, run: [record]}]
 """)
-    assert str(tmp_path) not in text.split("# --- helpers")[1]
+    # The header and the plan record name the run file, relative to where obc ran.
+    body = text.split("# --- helpers")[1].split("# --- obc plan record")[0]
+    assert str(tmp_path) not in body
     run = sandbox.run(write_script(tmp_path, text))
     assert run.returncode == 0, run.stderr
     assert run.steps[0]["cwd"] == f"{sandbox.home}/runs/it's here"
@@ -248,3 +250,18 @@ steps: [{name: s, run: [record]}]
     assert result.returncode == 0, result.stderr
     (step,) = [r for r in sandbox.records() if "program" in r]
     assert step["env"]["FROM"] == "start dir"
+
+
+def test_explicit_steps_that_run_axolotl_get_its_telemetry_turned_off(tmp_path, sandbox):
+    # With telemetry on and no network, `axolotl train` never exits (it flushes its events).
+    text = compile_text(tmp_path, """\
+version: 1
+id: n9
+runtime: {kind: native}
+steps:
+  - {name: train, run: [axolotl, train, cfg.yaml]}
+  - {name: other, run: [record]}
+""")
+    run = sandbox.run(write_script(tmp_path, text))
+    assert run.returncode == 0, run.stderr
+    assert [s["env"].get("AXOLOTL_DO_NOT_TRACK") for s in run.steps] == ["1", "1"]

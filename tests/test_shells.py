@@ -93,7 +93,9 @@ def test_every_example_runs_alike_in_every_shell(example, tmp_path):
         shutil.rmtree(tmp_path / "home", ignore_errors=True)
         shutil.copytree(box.home, tmp_path / "home")
         run = box.run(script, "--run-dir", str(run_dir), "--cache-dir", str(tmp_path / "cache"),
-                      shell=shell, env=login_env(box, HF_TOKEN="hf_x", HOME=str(tmp_path / "home")))
+                      shell=shell, env=login_env(box, HF_TOKEN="hf_x", WANDB_API_KEY="w",
+                                                 HOME=str(tmp_path / "home"),
+                                                 SCRATCH=str(tmp_path / "home")))
         outcomes[shell] = outcome(run, box, run_dir)
     assert outcomes["dash"]["code"] == 0, outcomes["dash"]["stderr"]
     assert outcomes["dash"]["records"], "no step ran"

@@ -205,3 +205,23 @@ runtime: {{kind: native, stop_timeout: {timeout}}}
     assert process.returncode == 143, stderr
     assert (run_dir / "saved.txt").exists() == saved
     wait_until(lambda: not group_members(step), "the step's process group to end")
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash", "yash"])
+def test_the_signal_slurm_is_told_to_send_stops_the_step_too(tmp_path, sandbox, shell):
+    # A run file's B:USR1@300 (without max_restarts): USR1 is trapped like TERM, so the step
+    # is stopped rather than left running by a script that USR1 killed.
+    text = compile_text(tmp_path, f"""\
+version: 1
+id: usr1
+runtime: {{kind: native}}
+{TWO_STEPS}slurm: {{signal: "B:USR1@300"}}
+""")
+    script = start_script(write_script(tmp_path, text), "--run-dir", str(tmp_path / "run"),
+                          shell=shell, env=sandbox.env())
+    wait_until(lambda: step_records(sandbox), "the step to start")
+    (step,) = step_records(sandbox)
+    _, stderr = stop_with(script, signal.SIGUSR1)
+    assert script.returncode == 128 + 10, stderr
+    assert "obc: USR1 received, stopping" in stderr
+    wait_until(lambda: not group_members(step["pgid"]), "the step's process group to end")

@@ -5,6 +5,7 @@
 #
 # job         native-venv
 # obc         0.2.0
+# inputs      sha256:37b4ffadc5179d96651a54d5670851d5f05d9ee6e62f7af3e75e8b311c1db6e8
 # runtime     native, programs from ~/venvs/axolotl/bin (activated: first on PATH, VIRTUAL_ENV), then PATH
 #             sources /etc/overbrainer/job.env first
 # gpus        0
@@ -76,6 +77,7 @@ obc_help() {
 
 job         native-venv
 obc         0.2.0
+inputs      sha256:37b4ffadc5179d96651a54d5670851d5f05d9ee6e62f7af3e75e8b311c1db6e8
 runtime     native, programs from ~/venvs/axolotl/bin (activated: first on PATH, VIRTUAL_ENV), then PATH
             sources /etc/overbrainer/job.env first
 gpus        0
@@ -294,8 +296,9 @@ obc_step_command() {
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
   env kill -s TERM -- "-$OBC_CHILD" 2>/dev/null
-  setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" "$OBC_CHILD" \
-    >/dev/null 2>&1 &
+  # (In a subshell that execs, as in obc_start: so that $! is the killer's own process.)
+  (exec setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" \
+    "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
   # The killer stays for whatever the program left running.
@@ -540,6 +543,14 @@ obc_resume() {
   fi
 }
 
+# True while the step's program runs: its process is there, and not a zombie (which it is
+# from its end until the shell waits for it).
+# shellcheck disable=SC2329 # called from the traps
+obc_step_alive() {
+  { read -r OBC_WORD < "/proc/$OBC_CHILD/stat"; } 2>/dev/null || return 1
+  case ${OBC_WORD##*') '} in Z*) return 1 ;; esac
+}
+
 # When the job is told to stop during train: ask Axolotl for a checkpoint (its
 # dynamic_checkpoint trigger file) and wait, up to the grace, for one newer than any before,
 # or for train to end.
@@ -550,7 +561,7 @@ obc_ask_checkpoint() {
   : > "$OBC_CHECKPOINTS"/axolotl_checkpoint.save || return 0
   printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' 45 >&2
   OBC_LEFT=45
-  while [ "$OBC_LEFT" -gt 0 ] && env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+  while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
     OBC_SAVED=$(obc_newest_checkpoint)
     if [ "$OBC_SAVED" -gt "$OBC_NEWEST" ]; then
       printf 'obc: checkpoint-%s saved\n' "$OBC_SAVED" >&2
@@ -715,3 +726,60 @@ OBC_NAME=
 obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "native-venv",
+#   "source_file": "examples/native-venv.yaml",
+#   "obc_version": "0.2.0",
+#   "description": "Axolotl from a virtual environment on a pod, whose image sets PATH in an env file.",
+#   "runtime": {
+#     "type": "native",
+#     "venv": "~/venvs/axolotl",
+#     "env_file": "/etc/overbrainer/job.env"
+#   },
+#   "gpus": ["0"],
+#   "run_dir": "~/overbrainer/runs/native-venv",
+#   "cache_dir": "~/.cache/huggingface",
+#   "shared": false,
+#   "steps": {
+#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"},
+#     "merge": {"argv": ["axolotl", "merge-lora", "axolotl.yaml"], "nodes": "first"}
+#   },
+#   "files": {
+#     "axolotl.yaml": {
+#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
+#       "origin": "configs/llama3-qlora.yaml"
+#     },
+#     "plugins/metrics.py": {
+#       "content": "sha256:136285e64e503548d5116bd2b721ac40ab88b6f7ff630dda5d6f50a69571ec06",
+#       "origin": "plugins/metrics.py"
+#     }
+#   },
+#   "env": {
+#     "AXOLOTL_DO_NOT_TRACK": "1",
+#     "WANDB_RESUME": "allow",
+#     "PYTHONPATH": "plugins",
+#     "NCCL_DEBUG": "INFO",
+#     "OMP_NUM_THREADS": "8"
+#   },
+#   "secrets": {
+#     "HF_TOKEN": {"required": true}
+#   },
+#   "stop_timeout": 60,
+#   "slurm": null,
+#   "checkpoints": {
+#     "step": "train",
+#     "output_dir": "output",
+#     "host_base": null,
+#     "host_rest": "output",
+#     "resume": true
+#   },
+#   "on_signal": {
+#     "grace": 45,
+#     "trigger": "axolotl_checkpoint.save"
+#   },
+#   "retry": null,
+#   "inputs": "sha256:37b4ffadc5179d96651a54d5670851d5f05d9ee6e62f7af3e75e8b311c1db6e8",
+#   "sweep": null
+# }

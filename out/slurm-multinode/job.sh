@@ -5,6 +5,7 @@
 #
 # job         slurm-multinode
 # obc         0.2.0
+# inputs      sha256:95fd5e99f583a2af9fe3e7e03b863117ff69f38496f9b8153dd0ed69a1b67b14
 # runtime     native, programs from /shared/venvs/axolotl/bin (activated: first on PATH, VIRTUAL_ENV), then PATH
 # gpus        all
 # slurm       sbatch job.sh: 2 nodes, 8 GPUs each, requeued after preemption
@@ -92,6 +93,7 @@ obc_help() {
 
 job         slurm-multinode
 obc         0.2.0
+inputs      sha256:95fd5e99f583a2af9fe3e7e03b863117ff69f38496f9b8153dd0ed69a1b67b14
 runtime     native, programs from /shared/venvs/axolotl/bin (activated: first on PATH, VIRTUAL_ENV), then PATH
 gpus        all
 slurm       sbatch job.sh: 2 nodes, 8 GPUs each, requeued after preemption
@@ -312,8 +314,9 @@ obc_step_command() {
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
   env kill -s TERM -- "-$OBC_CHILD" 2>/dev/null
-  setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" "$OBC_CHILD" \
-    >/dev/null 2>&1 &
+  # (In a subshell that execs, as in obc_start: so that $! is the killer's own process.)
+  (exec setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" \
+    "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
   # The killer stays for whatever the program left running.
@@ -555,6 +558,14 @@ obc_resume() {
   fi
 }
 
+# True while the step's program runs: its process is there, and not a zombie (which it is
+# from its end until the shell waits for it).
+# shellcheck disable=SC2329 # called from the traps
+obc_step_alive() {
+  { read -r OBC_WORD < "/proc/$OBC_CHILD/stat"; } 2>/dev/null || return 1
+  case ${OBC_WORD##*') '} in Z*) return 1 ;; esac
+}
+
 # When the job is told to stop during train: ask Axolotl for a checkpoint (its
 # dynamic_checkpoint trigger file) and wait, up to the grace, for one newer than any before,
 # or for train to end.
@@ -565,7 +576,7 @@ obc_ask_checkpoint() {
   : > "$OBC_CHECKPOINTS"/axolotl_checkpoint.save || return 0
   printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' 45 >&2
   OBC_LEFT=45
-  while [ "$OBC_LEFT" -gt 0 ] && env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+  while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
     OBC_SAVED=$(obc_newest_checkpoint)
     if [ "$OBC_SAVED" -gt "$OBC_NEWEST" ]; then
       printf 'obc: checkpoint-%s saved\n' "$OBC_SAVED" >&2
@@ -790,3 +801,74 @@ OBC_NAME=
 obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "slurm-multinode",
+#   "source_file": "examples/slurm-multinode.yaml",
+#   "obc_version": "0.2.0",
+#   "description": "sha256:fcc85a72bcdf66989a0897f8c158fbe6c4d9799f0db801c9fcc91b974441a5b8",
+#   "runtime": {
+#     "type": "native",
+#     "venv": "/shared/venvs/axolotl",
+#     "env_file": null
+#   },
+#   "gpus": "all",
+#   "run_dir": "/shared/runs/slurm-multinode",
+#   "cache_dir": "/shared/hf-cache",
+#   "shared": false,
+#   "steps": {
+#     "preprocess": {"argv": ["axolotl", "preprocess", "axolotl.yaml"], "nodes": "first"},
+#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"},
+#     "merge": {"argv": ["axolotl", "merge-lora", "axolotl.yaml"], "nodes": "first"}
+#   },
+#   "files": {
+#     "axolotl.yaml": {
+#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
+#       "origin": "configs/llama3-qlora.yaml"
+#     }
+#   },
+#   "env": {
+#     "AXOLOTL_DO_NOT_TRACK": "1",
+#     "WANDB_RESUME": "allow",
+#     "NCCL_DEBUG": "WARN"
+#   },
+#   "secrets": {
+#     "HF_TOKEN": {"required": true}
+#   },
+#   "stop_timeout": 60,
+#   "slurm": {
+#     "job_name": "slurm-multinode",
+#     "output": "/shared/logs/%x-%j.out",
+#     "signal": "B:TERM@120",
+#     "requeue": true,
+#     "nodes": 2,
+#     "gpus_per_node": 8,
+#     "cpus_per_task": 64,
+#     "partition": "gpu",
+#     "account": "ml-team",
+#     "qos": null,
+#     "time": "24:00:00",
+#     "mem": "0",
+#     "constraint": null,
+#     "rendezvous_port": 29500,
+#     "extra": ["--exclusive"],
+#     "max_restarts": null,
+#     "requeues_itself": false,
+#     "torchrun_step": "train"
+#   },
+#   "checkpoints": {
+#     "step": "train",
+#     "output_dir": "output",
+#     "host_base": null,
+#     "host_rest": "output",
+#     "resume": true
+#   },
+#   "on_signal": {
+#     "grace": 45,
+#     "trigger": "axolotl_checkpoint.save"
+#   },
+#   "retry": null,
+#   "inputs": "sha256:95fd5e99f583a2af9fe3e7e03b863117ff69f38496f9b8153dd0ed69a1b67b14",
+#   "sweep": null
+# }

@@ -163,7 +163,6 @@ SCHEMA = [
     case("unknown-nested-key", with_runtime("  kind: docker\n  imagee: x\n"), 5, 3,
          "runtime.imagee", "unknown key 'imagee' in runtime", "did you mean 'image'?"),
     case("unknown-key-unlike-any", BASE + "zzz: 1\n", 5, 1, "zzz", "unknown key 'zzz'"),
-    case("matrix-not-yet", BASE + "matrix: {}\n", 5, 1, "matrix", "not supported yet"),
     case("extends-not-yet", BASE + "extends: base.yaml\n", 5, 1, "extends", "not supported yet"),
     case("apptainer-not-yet", with_runtime("  kind: apptainer\n"), 4, 9, "runtime.kind",
          "'apptainer' is not supported yet"),

@@ -5,6 +5,7 @@
 #
 # job         podman-gpu-list
 # obc         0.2.0
+# inputs      sha256:8c1406b1949610937bf05d98300b304321857966ffd0df7d3d421dd48596abae
 # runtime     podman, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1
 #             steps run as the user who starts the job (--userns=keep-id when rootless), HOME /workspace/run/.obc/home
 #             mount ~/datasets at /data (read-only)
@@ -73,6 +74,7 @@ obc_help() {
 
 job         podman-gpu-list
 obc         0.2.0
+inputs      sha256:8c1406b1949610937bf05d98300b304321857966ffd0df7d3d421dd48596abae
 runtime     podman, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1
             steps run as the user who starts the job (--userns=keep-id when rootless), HOME /workspace/run/.obc/home
             mount ~/datasets at /data (read-only)
@@ -543,6 +545,14 @@ obc_resume() {
   fi
 }
 
+# True while the step's program runs: its process is there, and not a zombie (which it is
+# from its end until the shell waits for it).
+# shellcheck disable=SC2329 # called from the traps
+obc_step_alive() {
+  { read -r OBC_WORD < "/proc/$OBC_CHILD/stat"; } 2>/dev/null || return 1
+  case ${OBC_WORD##*') '} in Z*) return 1 ;; esac
+}
+
 # When the job is told to stop during train: ask Axolotl for a checkpoint (its
 # dynamic_checkpoint trigger file) and wait, up to the grace, for one newer than any before,
 # or for train to end.
@@ -553,7 +563,7 @@ obc_ask_checkpoint() {
   : > "$OBC_CHECKPOINTS"/axolotl_checkpoint.save || return 0
   printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' 45 >&2
   OBC_LEFT=45
-  while [ "$OBC_LEFT" -gt 0 ] && env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+  while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
     OBC_SAVED=$(obc_newest_checkpoint)
     if [ "$OBC_SAVED" -gt "$OBC_NEWEST" ]; then
       printf 'obc: checkpoint-%s saved\n' "$OBC_SAVED" >&2
@@ -697,3 +707,59 @@ OBC_NAME=
 obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "podman-gpu-list",
+#   "source_file": "examples/podman-gpu-list.yaml",
+#   "obc_version": "0.2.0",
+#   "description": "sha256:da75fffbf884bd92ff353095b6ed75296c77975953202dc33b3b073af8843a49",
+#   "runtime": {
+#     "type": "container",
+#     "engine": "podman",
+#     "image": "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1",
+#     "shm_size": null,
+#     "mounts": {
+#       "/data": {"source": "~/datasets", "readonly": true}
+#     },
+#     "extra_args": [],
+#     "user": "invoker",
+#     "host_network": false
+#   },
+#   "gpus": ["0", "1"],
+#   "run_dir": "/scratch/runs/podman-gpu-list",
+#   "cache_dir": "/scratch/hf-cache",
+#   "shared": false,
+#   "steps": {
+#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"}
+#   },
+#   "files": {
+#     "axolotl.yaml": {
+#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
+#       "origin": "configs/llama3-qlora.yaml"
+#     }
+#   },
+#   "env": {
+#     "AXOLOTL_DO_NOT_TRACK": "1",
+#     "WANDB_RESUME": "allow"
+#   },
+#   "secrets": {
+#     "HF_TOKEN": {"required": true}
+#   },
+#   "stop_timeout": 60,
+#   "slurm": null,
+#   "checkpoints": {
+#     "step": "train",
+#     "output_dir": "output",
+#     "host_base": null,
+#     "host_rest": "output",
+#     "resume": true
+#   },
+#   "on_signal": {
+#     "grace": 45,
+#     "trigger": "axolotl_checkpoint.save"
+#   },
+#   "retry": null,
+#   "inputs": "sha256:8c1406b1949610937bf05d98300b304321857966ffd0df7d3d421dd48596abae",
+#   "sweep": null
+# }

@@ -3,6 +3,7 @@
 #
 # job         docker-gpus
 # obc         0.2.0
+# inputs      sha256:4c56fe52183f8af6b4d4ca09cd4b152cdf44300efd557fb536bc125f8cd122e9
 # runtime     docker, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
 #             steps run as the user who starts the job (--user "$(id -u):$(id -g)"), HOME /workspace/run/.obc/home
 #             obc adds --init '--ipc=host'
@@ -67,6 +68,7 @@ obc_help() {
   cat <<'OBC_EOF'
 job         docker-gpus
 obc         0.2.0
+inputs      sha256:4c56fe52183f8af6b4d4ca09cd4b152cdf44300efd557fb536bc125f8cd122e9
 runtime     docker, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
             steps run as the user who starts the job (--user "$(id -u):$(id -g)"), HOME /workspace/run/.obc/home
             obc adds --init '--ipc=host'
@@ -532,6 +534,14 @@ obc_resume() {
   fi
 }
 
+# True while the step's program runs: its process is there, and not a zombie (which it is
+# from its end until the shell waits for it).
+# shellcheck disable=SC2329 # called from the traps
+obc_step_alive() {
+  { read -r OBC_WORD < "/proc/$OBC_CHILD/stat"; } 2>/dev/null || return 1
+  case ${OBC_WORD##*') '} in Z*) return 1 ;; esac
+}
+
 # When the job is told to stop during train: ask Axolotl for a checkpoint (its
 # dynamic_checkpoint trigger file) and wait, up to the grace, for one newer than any before,
 # or for train to end.
@@ -542,7 +552,7 @@ obc_ask_checkpoint() {
   : > "$OBC_CHECKPOINTS"/axolotl_checkpoint.save || return 0
   printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' 45 >&2
   OBC_LEFT=45
-  while [ "$OBC_LEFT" -gt 0 ] && env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+  while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
     OBC_SAVED=$(obc_newest_checkpoint)
     if [ "$OBC_SAVED" -gt "$OBC_NEWEST" ]; then
       printf 'obc: checkpoint-%s saved\n' "$OBC_SAVED" >&2
@@ -663,3 +673,55 @@ OBC_NAME=
 obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "docker-gpus",
+#   "source_file": "run.yaml",
+#   "obc_version": "0.2.0",
+#   "description": null,
+#   "runtime": {
+#     "type": "container",
+#     "engine": "docker",
+#     "image": "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b",
+#     "shm_size": null,
+#     "mounts": [],
+#     "extra_args": [],
+#     "user": "invoker",
+#     "host_network": false
+#   },
+#   "gpus": "none",
+#   "run_dir": "~/overbrainer/runs/docker-gpus",
+#   "cache_dir": "~/overbrainer/.hf-cache",
+#   "shared": false,
+#   "steps": {
+#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"}
+#   },
+#   "files": {
+#     "axolotl.yaml": {
+#       "content": "sha256:e0b701c5f75edec7b549abf4522c4c382ce180ba1d903ce50e4a8712412cc320",
+#       "origin": "trainer.axolotl.config"
+#     }
+#   },
+#   "env": {
+#     "AXOLOTL_DO_NOT_TRACK": "1",
+#     "WANDB_RESUME": "allow"
+#   },
+#   "secrets": [],
+#   "stop_timeout": 60,
+#   "slurm": null,
+#   "checkpoints": {
+#     "step": "train",
+#     "output_dir": "model-out",
+#     "host_base": null,
+#     "host_rest": "model-out",
+#     "resume": true
+#   },
+#   "on_signal": {
+#     "grace": 45,
+#     "trigger": "axolotl_checkpoint.save"
+#   },
+#   "retry": null,
+#   "inputs": "sha256:4c56fe52183f8af6b4d4ca09cd4b152cdf44300efd557fb536bc125f8cd122e9",
+#   "sweep": null
+# }

@@ -3,6 +3,7 @@
 #
 # job         native-gpus
 # obc         0.2.0
+# inputs      sha256:53221c7620c76fe7615778c8bd04562587f88e0751ceed69dd97ef387ea9f526
 # runtime     native, programs from PATH
 # gpus        none
 # run dir     ~/overbrainer/runs/native-gpus  (--run-dir DIR)
@@ -65,6 +66,7 @@ obc_help() {
   cat <<'OBC_EOF'
 job         native-gpus
 obc         0.2.0
+inputs      sha256:53221c7620c76fe7615778c8bd04562587f88e0751ceed69dd97ef387ea9f526
 runtime     native, programs from PATH
 gpus        none
 run dir     ~/overbrainer/runs/native-gpus  (--run-dir DIR)
@@ -272,8 +274,9 @@ obc_step_command() {
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
   env kill -s TERM -- "-$OBC_CHILD" 2>/dev/null
-  setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" "$OBC_CHILD" \
-    >/dev/null 2>&1 &
+  # (In a subshell that execs, as in obc_start: so that $! is the killer's own process.)
+  (exec setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" \
+    "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
   # The killer stays for whatever the program left running.
@@ -510,6 +513,14 @@ obc_resume() {
   fi
 }
 
+# True while the step's program runs: its process is there, and not a zombie (which it is
+# from its end until the shell waits for it).
+# shellcheck disable=SC2329 # called from the traps
+obc_step_alive() {
+  { read -r OBC_WORD < "/proc/$OBC_CHILD/stat"; } 2>/dev/null || return 1
+  case ${OBC_WORD##*') '} in Z*) return 1 ;; esac
+}
+
 # When the job is told to stop during train: ask Axolotl for a checkpoint (its
 # dynamic_checkpoint trigger file) and wait, up to the grace, for one newer than any before,
 # or for train to end.
@@ -520,7 +531,7 @@ obc_ask_checkpoint() {
   : > "$OBC_CHECKPOINTS"/axolotl_checkpoint.save || return 0
   printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' 45 >&2
   OBC_LEFT=45
-  while [ "$OBC_LEFT" -gt 0 ] && env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+  while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
     OBC_SAVED=$(obc_newest_checkpoint)
     if [ "$OBC_SAVED" -gt "$OBC_NEWEST" ]; then
       printf 'obc: checkpoint-%s saved\n' "$OBC_SAVED" >&2
@@ -629,3 +640,50 @@ OBC_NAME=
 obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "native-gpus",
+#   "source_file": "run.yaml",
+#   "obc_version": "0.2.0",
+#   "description": null,
+#   "runtime": {
+#     "type": "native",
+#     "venv": null,
+#     "env_file": null
+#   },
+#   "gpus": "none",
+#   "run_dir": "~/overbrainer/runs/native-gpus",
+#   "cache_dir": null,
+#   "shared": false,
+#   "steps": {
+#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"}
+#   },
+#   "files": {
+#     "axolotl.yaml": {
+#       "content": "sha256:e0b701c5f75edec7b549abf4522c4c382ce180ba1d903ce50e4a8712412cc320",
+#       "origin": "trainer.axolotl.config"
+#     }
+#   },
+#   "env": {
+#     "AXOLOTL_DO_NOT_TRACK": "1",
+#     "WANDB_RESUME": "allow"
+#   },
+#   "secrets": [],
+#   "stop_timeout": 60,
+#   "slurm": null,
+#   "checkpoints": {
+#     "step": "train",
+#     "output_dir": "model-out",
+#     "host_base": null,
+#     "host_rest": "model-out",
+#     "resume": true
+#   },
+#   "on_signal": {
+#     "grace": 45,
+#     "trigger": "axolotl_checkpoint.save"
+#   },
+#   "retry": null,
+#   "inputs": "sha256:53221c7620c76fe7615778c8bd04562587f88e0751ceed69dd97ef387ea9f526",
+#   "sweep": null
+# }

@@ -1,0 +1,260 @@
+"""`obc plan`: what a compile would do to OUT, said by what the jobs mean, not by their text.
+
+Each script compile would write, remove or leave is compared through its meaning: the new
+job's (meaning.py) against the record at the end of the script on disk. A field change reads
+`env LR 1e-4 → 2e-4`; labels below make the known fields read well, and any other field of
+the model is named by its path, so that a field the model gains shows up unaided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from . import shell
+from .diagnostics import field_path
+from .meaning import DIGEST, meaning, read_record
+from .model import Job
+from .pipeline import Script
+from .plan_files import describe, embedded_text
+from .text import visible
+from .write import Change
+from .write import plan as plan_writes
+
+Action = Literal["add", "change", "remove", "keep", "none"]
+ACTIONS: dict[str, Action] = {"missing": "add", "changed": "change", "stale": "remove",
+                              "kept": "keep", "unchanged": "none"}
+SYMBOLS = {"add": "+", "change": "~", "remove": "-"}
+Kind = Literal["changed", "added", "removed", "reordered"]
+_MISSING = object()
+# The collections whose order is part of what they mean: steps run in order, and a later
+# mount may cover an earlier one. (The order of env, secrets, files or fields is not.)
+ORDERED = {("steps",), ("runtime", "mounts")}
+# Fields that say where a script came from rather than what it does: named only when nothing
+# else changed (a comment edited in the run file).
+PROVENANCE = {("inputs",)}
+
+# How a field reads in a change line; "*" stands for an item's key, {N} for the Nth part.
+LABELS: dict[tuple[str, ...], str] = {
+    ("source_file",): "run file",
+    ("obc_version",): "obc",
+    ("runtime", "type"): "runtime",
+    ("runtime", "image"): "image",
+    ("runtime", "engine"): "engine",
+    ("runtime", "user"): "user",
+    ("runtime", "shm_size"): "shm size",
+    ("runtime", "host_network"): "host network",
+    ("runtime", "venv"): "venv",
+    ("runtime", "env_file"): "env file",
+    ("runtime", "extra_args"): "engine options",
+    ("runtime", "mounts", "*"): "mount {2}",
+    ("runtime", "mounts", "*", "source"): "mount {2} source",
+    ("runtime", "mounts", "*", "readonly"): "mount {2} read-only",
+    ("steps", "*"): "step {1}",
+    ("steps", "*", "argv"): "step {1}",
+    ("steps", "*", "nodes"): "step {1} nodes",
+    ("files", "*"): "file {1}",
+    ("files", "*", "content"): "file {1}",
+    ("files", "*", "origin"): "file {1} from",
+    ("env", "*"): "env {1}",
+    ("secrets", "*"): "secret {1}",
+    ("secrets", "*", "required"): "secret {1} required",
+    ("slurm", "gpus_per_node"): "gpus per node",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """One field of a job's meaning that differs: `before` and `after` are plain values."""
+
+    path: tuple[str, ...]
+    kind: Kind
+    before: Any = None
+    after: Any = None
+    # For text kept as its hash: what changed in it, where the script on disk tells.
+    detail: str = ""
+
+    @property
+    def field(self) -> str:
+        return field_path(self.path)
+
+    @property
+    def label(self) -> str:
+        return label(self.path)
+
+    def text(self) -> str:
+        """Return the change as a reviewer reads it: `env LR 1e-4 → 2e-4`, as one line of
+        visible text (a record on disk may hold anything)."""
+        return visible(self._text())
+
+    def _text(self) -> str:
+        if self.kind == "reordered":
+            return f"{self.label} order {' '.join(self.before)} → {' '.join(self.after)}"
+        if self.kind in ("added", "removed"):
+            value = self.after if self.kind == "added" else self.before
+            shown = "" if isinstance(value, dict) or _hidden(value) else f" ({show(value)})"
+            return f"{self.label} {self.kind}" + (shown if self.kind == "added" else "")
+        if _hidden(self.before) or _hidden(self.after):
+            return f"{self.label}: {self.detail}" if self.detail else f"{self.label} changed"
+        if self.path == ("runtime", "image"):
+            return _image_change(self.before, self.after)
+        before, after = show(self.before), show(self.after)
+        colon = ":" if " " in before + after else ""
+        return f"{self.label}{colon} {before} → {after}"
+
+
+def label(path: tuple[str, ...]) -> str:
+    """Return how the field at `path` is named in a change line."""
+    for pattern, text in LABELS.items():
+        if len(pattern) == len(path) and all(p in ("*", part) for p, part in zip(pattern, path,
+                                                                                 strict=True)):
+            return text.format(*path)
+    return " ".join(part.replace("_", " ") if part.isidentifier() and part.islower() else part
+                    for part in path)
+
+
+def show(value: Any) -> str:
+    """Return a plain value as one line: strings and lists as shell words, as the header does."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return visible(_word(value))
+    if isinstance(value, list):
+        return visible(" ".join(_word(str(item)) for item in value)) if value else "none"
+    if isinstance(value, dict):  # a runtime by its engine or type; a block by being there
+        return str(value.get("engine") or value.get("type") or "set")
+    return str(value)
+
+
+def _word(text: str) -> str:
+    """Quoted only where it would not read as one word: `~/x` stays as the header has it."""
+    plain = text and not any(char.isspace() or char in "'\"" for char in text)
+    return text if plain else shell.quote(text)
+
+
+def _hidden(value: Any) -> bool:
+    """Whether a value is text kept as its hash: it can say only that it changed."""
+    return isinstance(value, str) and DIGEST.fullmatch(value) is not None
+
+
+def _image_change(before: str, after: str) -> str:
+    name_before, _, digest_before = before.partition("@")
+    name_after, _, digest_after = after.partition("@")
+    if name_before != name_after:
+        return f"image {show(before)} → {show(after)}"
+    if digest_before and digest_after:
+        return "image digest changed"
+    return "image pinned by digest" if digest_after else "image no longer pinned by digest"
+
+
+def diff_meaning(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[FieldChange]:
+    """Return every field that differs between two meanings, in the new one's order."""
+    if _same(old, new):
+        return []
+    if isinstance(old, dict) and isinstance(new, dict) and old.get("type") == new.get("type"):
+        return _diff_mappings(old, new, path)
+    # An empty collection is recorded as [], whatever its items would be.
+    if old == [] and isinstance(new, dict) or new == [] and isinstance(old, dict):
+        return _diff_mappings(old or {}, new or {}, path)
+    # A part that is absent, or None where the other side has a mapping (no slurm block).
+    if old is _MISSING or old is None and isinstance(new, dict):
+        return [FieldChange(path, "added", after=new)]
+    if new is _MISSING or new is None and isinstance(old, dict):
+        return [FieldChange(path, "removed", before=old)]
+    return [FieldChange(path, "changed", old, new)]
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Equal, and mappings in the same order too (== ignores the order of a dict)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return list(old) == list(new) and all(_same(old[key], new[key]) for key in old)
+    return old == new
+
+
+def _diff_mappings(old: dict, new: dict, path: tuple[str, ...]) -> list[FieldChange]:
+    kept_old, kept_new = [k for k in old if k in new], [k for k in new if k in old]
+    changes = []
+    if path in ORDERED and kept_old != kept_new:
+        changes.append(FieldChange(path, "reordered", kept_old, kept_new))
+    for key in [*new, *(key for key in old if key not in new)]:
+        changes += diff_meaning(old.get(key, _MISSING), new.get(key, _MISSING), (*path, key))
+    return changes
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptPlan:
+    """What compile would do to one script under OUT, and why."""
+
+    path: str
+    action: Action
+    changes: tuple[FieldChange, ...] = ()
+    # Why, where the fields cannot say: a stale or kept script, text or mode only.
+    note: str = ""
+    # The job compile would write it from (None for a script it removes or keeps).
+    job: Job | None = None
+
+    def line(self) -> str:
+        """Return the one-line summary: `~ out/b/job.sh: image digest changed; gpus 2 → 4`."""
+        what = [change.text() for change in self.changes] + ([self.note] if self.note else [])
+        return f"{SYMBOLS[self.action]} {visible(self.path)}" + (
+            f": {'; '.join(what)}" if what else "")
+
+
+def plan_scripts(out: Path, scripts: Iterable[Script], *, prune: bool = False) -> \
+        list[ScriptPlan]:
+    """Return what compile would do to each script under OUT, in path order (write.plan's
+    decisions: the same conflicts raise ObcError)."""
+    scripts = list(scripts)
+    jobs = {out / script.relative_path: script.job for script in scripts}
+    return [_script_plan(change, jobs.get(change.path))
+            for change in plan_writes(out, scripts, prune=prune)]
+
+
+def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
+    action = ACTIONS[change.status]
+    path = change.path.as_posix()
+    if action in ("remove", "keep"):
+        return ScriptPlan(path, action, note=change.reason)
+    if action != "change" or job is None:
+        return ScriptPlan(path, action, job=job)
+    if change.old == change.new:
+        return ScriptPlan(path, action, note=f"mode {change.old_mode:04o} → {change.mode:04o}",
+                          job=job)
+    text = (change.old or b"").decode("utf-8", "replace")
+    old = read_record(text)
+    if old is None:
+        return ScriptPlan(path, action, note="the script on disk has no plan record (an "
+                          "earlier obc, or an edit): what it meant is not known", job=job)
+    changes = tuple(_with_file_detail(change, text, job)
+                    for change in diff_meaning(old, meaning(job)))
+    if any(change.path not in PROVENANCE for change in changes):
+        changes = tuple(change for change in changes if change.path not in PROVENANCE)
+    note = "" if changes else "script text only (another obc build); same meaning"
+    return ScriptPlan(path, action, changes, note, job)
+
+
+def _with_file_detail(change: FieldChange, script: str, job: Job) -> FieldChange:
+    """An embedded file's change, with what changed in it if the old script tells."""
+    is_content = change.path[:1] == ("files",) and change.path[2:] == ("content",)
+    if change.kind != "changed" or not is_content or not (
+            _hidden(change.before) or _hidden(change.after)):
+        return change
+    old = change.before
+    if _hidden(old):
+        old = embedded_text(script, change.path[1], old)
+    new = next((file.content for file in job.files if file.path == change.path[1]), None)
+    if not isinstance(old, str) or new is None:
+        return change
+    return replace(change, detail=describe(old, new))
+
+
+def totals(plans: list[ScriptPlan]) -> dict[str, int]:
+    """Return how many scripts compile would add, change, remove, and leave as they are."""
+    counts = {"add": 0, "change": 0, "remove": 0, "unchanged": 0}
+    for plan in plans:
+        counts[plan.action if plan.action in counts else "unchanged"] += 1
+    return counts

@@ -1,0 +1,125 @@
+"""The rules of a sweep as a whole, which no single run can break: run ids that are valid and
+distinct, and a run dir and an Axolotl output_dir of each run's own."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from .axolotl import ConfigError
+from .config_files import load_as_axolotl
+from .diagnostics import Diagnostic, field_path, show
+from .load import CONFIG_FIELD, Path_, Source
+from .matrix import MATRIX, Matrix
+from .model import Job
+from .rules import AXOLOTL_CONFIG_NAME
+
+if TYPE_CHECKING:
+    from .expand import Member
+
+ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}", re.ASCII)
+ID_HINT = "use shorter labels, or an id template (matrix.id)"
+
+
+def id_problems(source: Source, matrix: Matrix, members: list[Member]) -> list[Diagnostic]:
+    """Every run's id must be a valid id, its own, and not the sweep's (whose folder holds
+    sweep.sh)."""
+    template: Path_ = (*MATRIX, "id") if "id" in source.data["matrix"] else ("id",)
+    problems = list(_invalid_ids(source, template, members))
+    by_id: dict[str, list[Member]] = {}
+    for member in members:
+        by_id.setdefault(member.id, []).append(member)
+    for run_id, same in by_id.items():
+        where = _where(source, template, same[-1])
+        if len(same) > 1:
+            problems.append(where(f"runs {' and '.join(describe(m) for m in same[:2])} both "
+                                  f"get the id {run_id!r}",
+                                  "make the labels, or matrix.id, tell them apart"))
+        if run_id == source.data["id"]:
+            problems.append(where(f"run {describe(same[0])} gets the sweep's own id "
+                                  f"{run_id!r}, whose folder holds sweep.sh", ID_HINT))
+    return problems
+
+
+def _invalid_ids(source: Source, template: Path_, members: list[Member]) -> Iterator[Diagnostic]:
+    bad = [member for member in members if not ID.fullmatch(member.id)]
+    if bad:
+        worst = max(bad, key=lambda member: len(member.id))
+        which = f"{len(bad)} runs get ids that are not valid, such as run" if len(bad) > 1 \
+            else "run"
+        yield _where(source, template, worst)(
+            f"{which} {describe(worst)}: {show(worst.id, 80)} ({len(worst.id)} characters); "
+            "an id is 1 to 63 lowercase letters, digits, '_', '.' or '-', starting with a "
+            "letter or digit", ID_HINT)
+
+
+def _where(source: Source, template: Path_, member: Member):
+    """Place a problem of `member`'s id: at a named run's name, else at the id template."""
+    path = (*MATRIX, "runs", member.name) if member.name is not None else template
+    mark = source.mark(path, key=member.name is not None)
+
+    def located(message: str, hint: str | None = None) -> Diagnostic:
+        return Diagnostic(source.file, mark.line, mark.column, field_path(path), message, hint)
+
+    return located
+
+
+def describe(member: Member) -> str:
+    """A run by its labels (`model=qwen lr=1e-4`), or a named run by its name."""
+    if member.name is not None:
+        return f"runs.{member.name}"
+    return " ".join(f"{axis}={label}" for axis, label in member.labels)
+
+
+def shared_folders(runs: Iterable[tuple[Member, Job]]) -> list[Diagnostic]:
+    """Runs that would write to one folder: the same run dir, or the same absolute Axolotl
+    output_dir (a relative one is in each run's own run dir)."""
+    run_dirs: dict[str, list[tuple[Member, Job]]] = {}
+    outputs: dict[str, list[tuple[Member, Job]]] = {}
+    for member, job in runs:
+        run_dirs.setdefault(job.run_dir, []).append((member, job))
+        output = _output_dir(job)
+        if isinstance(output, str) and output.startswith(("/", "~", "${")):
+            outputs.setdefault(output, []).append((member, job))
+    problems = [_shared(same, ("paths", "run_dir"), "share the run dir {}", run_dir,
+                        "leave paths.run_dir to its default (~/overbrainer/runs/<id>), or "
+                        "set it in an axis")
+                for run_dir, same in run_dirs.items() if len(same) > 1]
+    problems += [_shared(same, (*CONFIG_FIELD, "output_dir"),
+                         "write their Axolotl output_dir to one folder, {} on the machine",
+                         output, "make it relative: each run has its own run dir")
+                 for output, same in outputs.items() if len(same) > 1]
+    return problems
+
+
+def _shared(same: list[tuple[Member, Job]], path: Path_, what: str, folder: str,
+            hint: str) -> Diagnostic:
+    """One problem for the runs in `same`: `what` they do, with {} for the folder."""
+    first = same[0][0]
+    assert first.source is not None
+    mark = first.source.mark(path)
+    names = ", ".join(member.id for member, _ in same[:3])
+    more = f" and {len(same) - 3} more" if len(same) > 3 else ""
+    return Diagnostic(first.source.file, mark.line, mark.column, field_path(path),
+                      f"runs {names}{more} {what.format(show(folder))}; each run of a "
+                      "sweep needs its own", hint)
+
+
+def _output_dir(job: Job) -> Any:
+    """Where train writes on the machine: a mount's source, or a path of the machine (the
+    run dir's own is None), as normalise found it; or, for a job that neither resumes nor
+    checkpoints on a signal, the config's absolute output_dir as written."""
+    if job.checkpoints is not None:
+        folder = job.checkpoints
+        return None if folder.host_base is None else \
+            posixpath.normpath(posixpath.join(folder.host_base, folder.host_rest))
+    config = next((f for f in job.files if f.path == AXOLOTL_CONFIG_NAME), None)
+    if config is None:
+        return None
+    try:
+        data = load_as_axolotl(config.content)
+    except ConfigError:
+        return None  # Axolotl will say so; obc has nothing to compare
+    return data.get("output_dir") if isinstance(data, dict) else None

@@ -1,0 +1,138 @@
+"""A run dir that others can write cannot turn the job against its user: the job refuses a
+run dir (or a folder to create it in) that another user could change, unless the run file
+shares it with a team, and even then never writes through a link it did not make. One run
+at a time takes a run dir; a lock left by a run that has ended is taken over."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import compile_text, write_script
+
+PLUGIN = "\"\"\"a plugin\"\"\"\n"
+OTHER_USER = 4321
+
+
+def job(tmp_path, shared: bool = False) -> str:
+    (tmp_path / "plugin.py").write_text(PLUGIN)
+    return compile_text(tmp_path, f"""\
+version: 1
+id: rd
+runtime: {{kind: native}}
+paths: {{shared: {str(shared).lower()}}}
+trainer: {{axolotl: {{config: {{base_model: x}}}}}}
+files: {{plugins/metrics.py: plugin.py}}
+""")
+
+
+def run_in(sandbox, tmp_path, run_dir, shared: bool = False):
+    return sandbox.run(write_script(tmp_path, job(tmp_path, shared)), "--run-dir", str(run_dir))
+
+
+@pytest.mark.parametrize(("mode", "owner", "refused"), [
+    (0o755, None, False),
+    (0o700, None, False),
+    (0o1777, None, False),       # sticky, as /tmp: others cannot touch what the job makes
+    (0o775, None, True),         # group-writable
+    (0o757, None, True),         # writable by others
+    (0o755, OTHER_USER, True),   # another user's
+])
+def test_a_run_dir_another_user_could_change_is_refused(sandbox, tmp_path, mode, owner,
+                                                        refused):
+    run_dir = tmp_path / "team" / "run"
+    run_dir.mkdir(parents=True)
+    run_dir.chmod(mode)
+    if owner:
+        os.chown(run_dir, owner, owner)
+    run = run_in(sandbox, tmp_path, run_dir)
+    if refused:
+        assert run.returncode == 3
+        assert f"obc: preflight: the run dir {run_dir} is not a folder of yours that only " \
+               "you can write (paths.shared allows a team's folder)" in run.stderr
+        assert run.steps == [] and sorted(p.name for p in run_dir.iterdir()) == []
+        assert run_in(sandbox, tmp_path, run_dir, shared=True).returncode == 0
+    else:
+        assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize(("mode", "refused"), [(0o775, True), (0o1777, False), (0o755, False)])
+def test_a_folder_the_run_dir_is_created_in_must_be_safe_too(sandbox, tmp_path, mode,
+                                                             refused):
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    parent.chmod(mode)
+    run = run_in(sandbox, tmp_path, parent / "new" / "run")
+    assert (run.returncode == 3) == refused, run.stderr
+    if refused:
+        assert f"the run dir would be created in {parent}, which another user can change" \
+            in run.stderr
+        assert not (parent / "new").exists()
+
+
+def test_in_a_shared_folder_the_job_writes_through_no_link_it_did_not_make(sandbox,
+                                                                          tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / ".bashrc").write_text("mine\n")
+    run_dir = tmp_path / "team"
+    run_dir.mkdir()
+    run_dir.chmod(0o777)
+    # What another member of the team planted: the config's name linked to the victim's
+    # file, and the plugin's folder to a folder of theirs.
+    (run_dir / "axolotl.yaml").symlink_to(victim / ".bashrc")
+    run = run_in(sandbox, tmp_path, run_dir, shared=True)
+    assert run.returncode == 0, run.stderr
+    assert (victim / ".bashrc").read_text() == "mine\n"
+    assert not (run_dir / "axolotl.yaml").is_symlink()  # replaced, not followed
+    (run_dir / "plugins" / "metrics.py").unlink()
+    (run_dir / "plugins").rmdir()
+    (run_dir / "plugins").symlink_to(victim)
+    run = run_in(sandbox, tmp_path, run_dir, shared=True)
+    assert run.returncode == 1
+    assert "cannot create the folder plugins in the run dir: something else is in the way" \
+        in run.stderr
+    assert sorted(p.name for p in victim.iterdir()) == [".bashrc"]
+
+
+def test_records_in_a_link_planted_as_obc_are_refused(sandbox, tmp_path):
+    run_dir = tmp_path / "team"
+    run_dir.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run_dir / ".obc").symlink_to(elsewhere)
+    run = run_in(sandbox, tmp_path, run_dir, shared=True)
+    assert run.returncode == 3
+    assert f"{run_dir}/.obc is not a folder of yours that only you can write" in run.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_folder_where_a_file_must_go_fails_the_job_rather_than_swallow_the_file(
+        sandbox, tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / "axolotl.yaml").mkdir(parents=True)
+    run = run_in(sandbox, tmp_path, run_dir)
+    assert run.returncode == 1
+    assert "obc: cannot write axolotl.yaml in the run dir" in run.stderr
+    assert list((run_dir / "axolotl.yaml").iterdir()) == []
+
+
+def test_a_lock_left_by_a_run_that_has_ended_is_taken_over(sandbox, tmp_path):
+    run_dir = tmp_path / "run"
+    lock = run_dir / ".obc" / "lock"
+    lock.mkdir(parents=True)
+    (run_dir / ".obc").chmod(0o755)
+    (lock / "owner").write_text(f"{os.uname().nodename} 999999999 \n")  # no such process
+    run = run_in(sandbox, tmp_path, run_dir)
+    assert run.returncode == 0, run.stderr
+    assert not lock.exists()
+    # A lock held by a live process on this machine is not.
+    lock.mkdir()
+    (lock / "owner").write_text(f"{os.uname().nodename} {os.getpid()} \n")
+    run = run_in(sandbox, tmp_path, run_dir)
+    assert run.returncode == 4
+    assert f"is in use by another run of this job (host, pid, Slurm job: " \
+           f"{os.uname().nodename} {os.getpid()} )" in run.stderr
+    assert json.loads((run_dir / ".obc/status.json").read_text())["attempt"] == 1
