@@ -5,6 +5,8 @@ through its shape, or as written where the shape cannot stand for it."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 from compiler import check, incremental, pipeline, workers
 from compiler.cache import Store
 from compiler.check import Finding, check_texts, find_shellcheck
-from tests.conftest import PROJECT_RUNS
+from tests.conftest import PROJECT_RUNS, REPO
 
 COMPILE = ("compile", "examples", "-o", "out")
 
@@ -191,4 +193,78 @@ def test_many_files_compile_alike_in_two_processes(tmp_path, monkeypatch):
     forked = pipeline.compile_files([runs], tmp_path / "out")
     assert [(s.job.id, s.text) for s in forked.scripts] == [
         (s.job.id, s.text) for s in serial.scripts]
+    assert forked.diagnostics == serial.diagnostics == []
+
+
+@pytest.fixture
+def sweep(project) -> Path:
+    """The project with the learning-rate sweep too: six job.sh, sweep.sh and runs.tsv."""
+    shutil.copy(REPO / "examples" / "sweep-lr.yaml", project / "examples")
+    return project / "examples" / "sweep-lr.yaml"
+
+
+def test_an_unchanged_sweep_is_reused_whole(sweep, cache, obc, monkeypatch):
+    assert obc(*COMPILE).code == 0
+    compiled = built(monkeypatch)
+    outcome = obc(*COMPILE, "--check")
+    assert (outcome.code, compiled) == (0, [])
+    assert outcome.stderr == f"obc: out is up to date ({len(PROJECT_RUNS) + 8} file(s))\n"
+    assert obc(*COMPILE, "--prune").stderr == "obc: 0 written, 12 unchanged, 0 removed\n"
+
+
+def test_a_sweep_compiles_again_when_the_config_it_patches_changes(sweep, cache, obc,
+                                                                   monkeypatch):
+    assert obc(*COMPILE).code == 0
+    config = sweep.parent / "configs" / "llama3-qlora.yaml"
+    config.write_text(config.read_text() + "warmup_steps: 3\n")  # also embedded by two others
+    compiled = built(monkeypatch)
+    outcome = obc(*COMPILE, "--check")
+    assert outcome.code == 1
+    assert sorted(path.stem for path in compiled) == ["docker-qlora", "native-venv",
+                                                      "sweep-lr"]
+    assert "out/lr-sweep/sweep.sh:" in outcome.stderr  # each run's checksum changed
+    assert "out/lr-sweep-long/job.sh:" in outcome.stderr
+
+
+def test_a_sweep_compiles_again_when_one_of_its_files_in_out_changes(sweep, cache, obc,
+                                                                     monkeypatch):
+    assert obc(*COMPILE).code == 0
+    table = Path("out") / "lr-sweep" / "runs.tsv"
+    table.write_text(table.read_text() + "9\tlr-sweep-x\t\t\n")
+    compiled = built(monkeypatch)
+    outcome = obc(*COMPILE, "--check")
+    assert [path.stem for path in compiled] == ["sweep-lr"]
+    assert outcome.stderr.startswith("out/lr-sweep/runs.tsv:")
+
+
+def test_plan_builds_every_job_whatever_the_cache_holds(sweep, cache, obc, monkeypatch):
+    assert obc(*COMPILE).code == 0
+    compiled = built(monkeypatch)
+    outcome = obc("plan", "examples", "-o", "out", "--format", "json")
+    assert outcome.code == 0
+    assert len(compiled) == len(PROJECT_RUNS) + 1
+    plans = json.loads(outcome.stdout)["scripts"]
+    assert {plan["action"] for plan in plans} == {"none"}
+    assert sum(plan["bill"] is not None for plan in plans) == len(PROJECT_RUNS) + 6
+
+
+def test_an_id_taken_by_a_reused_script_is_reported_as_without_the_cache(project, cache, obc):
+    assert obc(*COMPILE).code == 0
+    copy = project / "examples" / "a-copy.yaml"
+    copy.write_text((project / "examples" / "steps-eval.yaml").read_text())
+    reused = obc(*COMPILE)  # steps-eval.yaml is reused, its copy is not
+    assert reused.code == 1
+    assert reused.stderr == obc(*COMPILE, "--no-cache").stderr
+    assert "examples/steps-eval.yaml:" in reused.stderr
+
+
+def test_a_sweep_compiles_alike_in_two_processes(monkeypatch):
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("OBC_COMPILE_CACHE", "")
+    serial = pipeline.compile_files([Path("examples")], Path("out"))
+    monkeypatch.setattr(workers, "MIN_PARALLEL", 2)
+    forked = pipeline.compile_files([Path("examples")], Path("out"))
+    assert [(o.relative_path, o.mode, o.text) for o in forked.outputs] == [
+        (o.relative_path, o.mode, o.text) for o in serial.outputs]
+    assert any(o.relative_path.endswith("/sweep.sh") for o in forked.outputs)
     assert forked.diagnostics == serial.diagnostics == []
