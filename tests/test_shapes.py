@@ -33,6 +33,14 @@ PATH = LINE.map(lambda v: "p" + v if not v or (v.startswith("~") and v[:2] not i
                 else v)
 PROGRAM = LINE.map(lambda v: v.replace("=", "") or "p")
 MOUNT = LINE.map(lambda v: "/" + re.sub("[:,]", "", v))
+RETRY = st.fixed_dictionaries({"on_exit_codes": st.lists(st.integers(1, 255), min_size=1,
+                                                        max_size=3, unique=True),
+                                "max": st.integers(1, 100)})
+SLURM = st.fixed_dictionaries({}, optional={
+    "partition": st.sampled_from(["gpu", "a.b-1"]), "time": st.sampled_from(["90", "1-02:00"]),
+    "nodes": st.integers(1, 2), "gpus_per_node": st.integers(1, 8),
+    "max_restarts": st.integers(1, 3), "signal": st.sampled_from(["B:USR1@300", "B:TERM@60"])})
+OUTPUT_DIR = st.sampled_from(["./outputs/a b", "./o'ut", "./$x", "outputs", "./’"])
 # Names that are also a command's name or a reserved word.
 NAME = st.sampled_from(["shape", "wait", "ls", "do", "a.b-1", "x_2"])
 
@@ -56,11 +64,20 @@ def run_files(draw) -> tuple[dict, str]:
         "version": 1, "id": draw(NAME), "description": draw(VALUE), "runtime": runtime,
         "paths": draw(st.fixed_dictionaries({}, optional={"run_dir": PATH,
                                                           "cache_dir": PATH})),
-        "steps": [{"name": name, "run": [program, *args]} for name, program, args in steps],
         "env": draw(st.fixed_dictionaries({"A": VALUE, "PYTHONPATH": VALUE})),
         "files": {"notes.txt": "notes.txt"},
         "secrets": ["HF_TOKEN", {"name": "lower_case", "required": False}],
+        **draw(st.fixed_dictionaries({}, optional={"retry": RETRY, "slurm": SLURM,
+                                                   "stop_timeout": st.integers(1, 600)})),
     }
+    if draw(st.booleans()):
+        data["steps"] = [{"name": name, "run": [program, *args]}
+                         for name, program, args in steps]
+    else:  # the trainer's steps, resume and checkpoint code, and an embedded config
+        data["trainer"] = {"axolotl": {
+            "config": {"base_model": draw(LINE), "output_dir": draw(OUTPUT_DIR),
+                       "learning_rate": 2e-4},
+            "args": draw(st.lists(VALUE, max_size=2)), "merge": draw(st.booleans())}}
     return data, draw(VALUE)
 
 
@@ -79,6 +96,8 @@ def test_every_code_a_script_gets_its_shape_gets(run, tmp_path_factory):
     built = build_jobs(root / "run.yaml", {})
     assume(built.jobs)  # a value the schema refuses: nothing to check
     ((_, job),) = built.jobs
+    event(f"checkpoints: {job.checkpoints is not None}, slurm: {job.slurm is not None}, "
+          f"retry: {job.retry is not None}")
     text = render_job(job)
     shape = shape_of(job, text)
     if shape is None:
