@@ -20,8 +20,6 @@ from . import __version__
 from .diagnostics import Diagnostic, ObcError
 from .lockfile import default_lock_path, format_lock
 from .pipeline import Options, compile_files
-from .plan import plan_scripts
-from .plan_report import PLAN_REPORTERS
 from .reporters import REPORTERS
 from .resources import schema_path
 from .sources import allowed_folders
@@ -173,6 +171,10 @@ def _compile(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     """Print what compile would do to OUT; 0, or with --detailed-exitcode 2 if it would
     change anything. The scripts are not run through shellcheck: compile does that."""
+    # Imported here: compile, the command run most, needs neither (a tenth of its imports).
+    from .plan import plan_scripts  # noqa: PLC0415
+    from .plan_report import PLAN_REPORTERS  # noqa: PLC0415
+
     plans = _compare_with_out(args, plan_scripts, shellcheck=False)
     if plans is None:
         return EXIT_INVALID

@@ -35,12 +35,18 @@ _FIRST = {"A": "A", "a": "a", "0": "0"}
 _LETTERS = {"A": "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "a": "abcdefghijklmnopqrstuvwxyz"}
 
 
+# Each distinct shape this process has made, as one object: a thousand scripts have a few
+# shapes, and their results (pickled together from a worker) then hold one copy, not 20 KB
+# each.
+_SHAPES: dict[str, str] = {}
+
+
 def shape_of(job: Job, text: str) -> str | None:
     """Return the shape of `job`, whose script is `text`; None if no shape can stand for it."""
     shape = render_job(job, ShapePrinter(job_strings(job)))
     if _DIRECTIVE.findall(shape) != _DIRECTIVE.findall(text):
         return None
-    return shape
+    return _SHAPES.setdefault(shape, shape)
 
 
 class ShapePrinter(Printer):

@@ -89,7 +89,7 @@ def is_obc_file(path: Path) -> bool:
 
 
 class Output(Protocol):
-    """A file to write under OUT (pipeline.Script, sweep.SweepFile)."""
+    """A file to write under OUT (pipeline.Script, sweep.SweepFile, incremental.Reused)."""
 
     @property
     def relative_path(self) -> str: ...
