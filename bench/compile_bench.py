@@ -14,7 +14,8 @@ native in turn, each with its own id, description, GPU, epochs and run name.
 - single, shape known / unknown: compile one new run file, with the cache of the cold run,
   whose shape is one of the cold run's / another one (it has another secret);
 - single, empty cache: the first, with an empty cache (obc's first run on a machine);
-- memory: the peak resident memory of the cold compile, largest process and whole tree.
+- memory: the peak memory of the cold compile: the resident size of its largest process,
+  and the proportional set size of the whole tree (workers and shellchecks).
 
 --baseline PYTHON runs the same cold, check and single-file compiles with another obc (the
 Python of a venv where it is installed) and prints how many times faster this one is.
@@ -111,10 +112,12 @@ class Tree:
 
 
 def _watch_tree(process: subprocess.Popen) -> int:
-    """Sample the resident memory of `process` and its children until it exits (KiB)."""
+    """Sample the memory of `process` and its children until it exits (KiB): the sum of their
+    proportional set sizes, which counts a page that forked workers, or two shellchecks,
+    share once (a sum of resident sizes counts it in each)."""
     peak = 0
     while _alive(process.pid):  # not poll(): wait4 must reap it, for its rusage
-        peak = max(peak, sum(_rss(pid) for pid in _family(process.pid)))
+        peak = max(peak, sum(_pss(pid) for pid in _family(process.pid)))
         time.sleep(0.02)
     return peak
 
@@ -140,10 +143,10 @@ def _family(pid: int) -> list[int]:
     return found
 
 
-def _rss(pid: int) -> int:
+def _pss(pid: int) -> int:
     try:
-        with open(f"/proc/{pid}/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            return next(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
     except (OSError, StopIteration):
         return 0
 
@@ -159,7 +162,7 @@ def obc_round(tree: Tree) -> dict[str, float]:
     tree.reset("out", "out1", "out2", "out3", "cache", "empty")
     times: dict[str, float] = {}
     times["cold"], memory = timed(lambda: tree.obc("compile", "runs", "-o", "out"))
-    times["memory, largest process"], times["memory, process tree"] = memory
+    times["memory, largest process"], times["memory, tree (PSS)"] = memory
     times["check"], _ = timed(lambda: tree.obc("compile", "runs", "-o", "out", "--check"))
     edited = tree.root / "runs" / "run-0000.yaml"
     edited.write_text(edited.read_text().replace("Generated", f"Edited {time.time()}"))
