@@ -146,6 +146,64 @@ class Retry:
     max: int
 
 
+def is_image_file(image: str) -> bool:
+    """Whether an image is a file on the machine that runs the job (a SIF or squashfs path,
+    `~` and `${NAME}` expanded there) rather than a registry's image."""
+    return image.startswith(("/", "~", "${"))
+
+
+class _ImageFile:
+    """What apptainer and enroot share: an image that may be a file where the job runs."""
+
+    __slots__ = ()
+    image: str
+
+    @property
+    def image_is_file(self) -> bool:
+        return is_image_file(self.image)
+
+
+@dataclass(frozen=True, slots=True)
+class Apptainer(_ImageFile):
+    """Steps run with `apptainer exec` (`singularity exec` where only that is installed),
+    one container per step; `image` is a SIF file or `docker://NAME@sha256:...`."""
+
+    image: str
+    image_sha256: str | None
+    mounts: tuple[Mount, ...]
+    # --cleanenv: nothing of the job's environment but what obc passes by name; --contain:
+    # no home, /tmp or /dev of the host. Both on by default; a site may need them off.
+    cleanenv: bool = True
+    contain: bool = True
+
+
+# Docker Hub's names, which enroot 3 reaches only without a registry part.
+DOCKER_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
+
+
+@dataclass(frozen=True, slots=True)
+class Enroot(_ImageFile):
+    """Steps run as srun tasks in containers that pyxis makes with enroot; `image` is a
+    squashfs file or a registry's image (docker's grammar, as the run file writes it)."""
+
+    image: str
+    image_sha256: str | None
+    mounts: tuple[Mount, ...]
+    # enroot before 4.0 reads REGISTRY#IMAGE:TAG only, without a digest.
+    enroot_version: int = 3
+
+    @property
+    def pyxis_image(self) -> str:
+        """The image as pyxis hands it to enroot: `REGISTRY#IMAGE[:TAG][@DIGEST]`, the
+        registry left out for Docker Hub (enroot 3 cannot be told it otherwise)."""
+        if self.image_is_file:
+            return self.image
+        first, slash, rest = self.image.partition("/")
+        if slash and ("." in first or ":" in first or first == "localhost"):
+            return rest if first in DOCKER_HUB else f"{first}#{rest}"
+        return self.image
+
+
 # The variables a multi-node job exports to every step (README, "Running on Slurm").
 RENDEZVOUS_NAMES = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE")
 
@@ -256,7 +314,7 @@ class Job:
     source_file: str
     obc_version: str
     description: str | None
-    runtime: Container | Native
+    runtime: Container | Native | Apptainer | Enroot
     gpus: Gpus
     run_dir: str
     # None for a native job that sets no cache dir: Hugging Face then uses its own default.
@@ -301,6 +359,14 @@ class Job:
         return self.runtime if isinstance(self.runtime, Native) else None
 
     @property
+    def apptainer(self) -> Apptainer | None:
+        return self.runtime if isinstance(self.runtime, Apptainer) else None
+
+    @property
+    def enroot(self) -> Enroot | None:
+        return self.runtime if isinstance(self.runtime, Enroot) else None
+
+    @property
     def programs(self) -> tuple[str, ...]:
         """The distinct programs a native job runs, in step order."""
         if self.native is None:
@@ -329,6 +395,12 @@ class Job:
         return tuple(step.name for step in self.steps if step.nodes == "all")
 
     @property
+    def node_tasks(self) -> tuple[str, ...]:
+        """The steps on every node that srun starts as this script's copy with --node-task,
+        which then runs the node's part; for enroot, srun starts the containers itself."""
+        return () if self.enroot else self.node_steps
+
+    @property
     def gpu_args(self) -> tuple[str, ...]:
         """The engine options that give the container its GPUs (SPEC §4.3)."""
         if self.container is None:
@@ -347,7 +419,8 @@ class Job:
 
     @property
     def cuda_visible_devices(self) -> str | None:
-        """What a native job sets CUDA_VISIBLE_DEVICES to, or None to leave it alone."""
+        """What a native, apptainer or enroot job sets CUDA_VISIBLE_DEVICES to, or None to
+        leave it alone."""
         if self.gpus == "all":
             return None
         return "" if self.gpus == "none" else ",".join(self.gpus)
@@ -360,3 +433,33 @@ class Job:
             return ()
         gpus = ("CUDA_VISIBLE_DEVICES",) if self.slurm.gpus_per_node else ()
         return gpus + (RENDEZVOUS_NAMES if self.slurm.multi_node else ())
+
+    @property
+    def container_values(self) -> tuple[tuple[str, str], ...]:
+        """What an apptainer or enroot job gives its containers by value: the cache, the
+        env, and the GPUs runtime.gpus selects (HOME is apptainer's --home; enroot's is a
+        folder of the container, since enroot itself finds its data under HOME)."""
+        gpus = self.cuda_visible_devices
+        return ((("HF_HOME", CONTAINER_CACHE_DIR), *self.env)
+                + ((("CUDA_VISIBLE_DEVICES", gpus),) if gpus is not None else ()))
+
+    @property
+    def apptainer_args(self) -> tuple[str, ...]:
+        """The options obc gives `apptainer exec` besides binds, home and working dir:
+        --no-eval always, so that apptainer passes values as they are."""
+        if self.apptainer is None:
+            return ()
+        return ((("--cleanenv",) if self.apptainer.cleanenv else ())
+                + (("--contain",) if self.apptainer.contain else ())
+                + ("--no-eval",) + (("--nv",) if self.gpus != "none" else ()))
+
+    @property
+    def passed_names(self) -> tuple[str, ...]:
+        """Every variable an apptainer or enroot job gives its containers."""
+        return (*(name for name, _ in self.container_values), *self.container_names)
+
+    @property
+    def container_names(self) -> tuple[str, ...]:
+        """What an apptainer or enroot job gives its containers by name, from the job's own
+        environment: the secrets, and what Slurm or the script set."""
+        return (*(secret.name for secret in self.secrets), *self.slurm_names)

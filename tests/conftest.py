@@ -72,6 +72,10 @@ class Run:
         return [r for r in self.records if "engine" in r and r["argv"][1] == "run"]
 
     @property
+    def apptainer_runs(self) -> list[dict]:
+        return [r for r in self.records if "apptainer" in r]
+
+    @property
     def steps(self) -> list[dict]:
         return [r for r in self.records if "program" in r]
 
@@ -96,7 +100,8 @@ def untimed(stderr: str) -> list[str]:
 
 @dataclass
 class Sandbox:
-    """A folder with stub `docker`, `podman` and trainer programs, and a HOME for the job."""
+    """A folder with stub `docker`, `podman`, `apptainer` and trainer programs, and a HOME
+    for the job."""
 
     root: Path
 
@@ -159,6 +164,7 @@ def make_sandbox(root: Path, programs: tuple[str, ...] = ("axolotl", "record")) 
         folder.mkdir(parents=True, exist_ok=True)
     for engine in ("docker", "podman"):
         install_stub(box.bin / engine, "engine")
+    install_stub(box.bin / "apptainer", "apptainer")
     for program in programs:
         install_stub(box.bin / program, "record")
     return box
