@@ -4,11 +4,14 @@ image, with a digest only from enroot 4 on."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from functools import cache
 from typing import Any, NamedTuple
 
 from ..diagnostics import show
 from ..model import is_image_file
+from ..resources import run_schema
 from .common import Problem, get
 
 _IMAGE = ("runtime", "image")
@@ -41,8 +44,8 @@ def check(data: dict, kind: Any) -> Iterator[Problem]:
         yield Problem(_IMAGE, f"an {kind} job needs an "
                       f"image: the path of {_FILE_KIND[kind]} file, or a registry's image",
                       "clusters keep images on shared storage; give its path")
-    if not isinstance(image, str):
-        return
+    if not isinstance(image, str) or not _image_pattern().fullmatch(image):
+        return  # the schema says what an image is
     if "image_sha256" in runtime and not is_image_file(image):
         yield Problem(("runtime", "image_sha256"), "only applies to an image file: a "
                       "registry's image is pinned by its digest", at_key=True)
@@ -52,6 +55,12 @@ def check(data: dict, kind: Any) -> Iterator[Problem]:
         yield from _apptainer_image(image)
     elif kind == "enroot" and not is_image_file(image):
         yield from _enroot_image(image, runtime.get("enroot_version"))
+
+
+@cache
+def _image_pattern() -> re.Pattern[str]:
+    return re.compile(run_schema()["properties"]["runtime"]["properties"]["image"]["pattern"],
+                      re.ASCII)
 
 
 def _engine_image(image: str, kind: str) -> Iterator[Problem]:
