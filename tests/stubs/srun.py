@@ -18,6 +18,15 @@ from pathlib import Path
 
 STATE = Path(os.environ["OBC_STUB_STATE"])
 FLAGS = {"--no-container-mount-home"}
+# What `srun --help` lists for pyxis's options; OBC_STUB_NO_PYXIS leaves them out.
+PYXIS_HELP = """\
+Options provided by plugins:
+      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH
+      --container-mounts=SRC:DST[:FLAGS][,SRC:DST...]
+      --container-workdir=PATH
+      --container-env=NAME[,NAME...]
+      --no-container-mount-home
+"""
 
 
 def parse(args: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -34,6 +43,10 @@ def parse(args: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def main(args: list[str]) -> int:
+    if args == ["--help"]:
+        print("Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]]")
+        print("" if "OBC_STUB_NO_PYXIS" in os.environ else PYXIS_HELP, end="")
+        return 0
     options, command = parse(args)
     with open(STATE / "log.jsonl", "a", encoding="utf-8") as log:
         log.write(json.dumps({"srun": args, "options": options,
