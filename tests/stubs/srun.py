@@ -1,8 +1,9 @@
 """A stand-in for Slurm's `srun` with pyxis, for running enroot jobs without a cluster.
 
-It records its argv, options and environment, then starts the command once per task
-(`--ntasks`, one per node), each with SLURM_NODEID and SLURM_PROCID set, on this machine and
-in its working directory, and passes TERM and INT on to them as srun does. The real srun
+It records its argv, options and environment, then runs the command once per task
+(`--ntasks`, one per node; one after the other), each with SLURM_NODEID and SLURM_PROCID
+set, on this machine and in its working directory, and passes TERM and INT on to the task
+as srun does. The real srun
 with pyxis's options is proven on the test cluster (tests/pyxis); this stub proves what
 the script hands srun, in every shell.
 """
@@ -18,6 +19,8 @@ from pathlib import Path
 
 STATE = Path(os.environ["OBC_STUB_STATE"])
 FLAGS = {"--no-container-mount-home"}
+# Variables every process has, or that the test harness itself sets (as record.py's).
+HARNESS = {"PATH", "PWD", "SHLVL", "_", "OBC_STUB_STATE", "LC_CTYPE"}
 # What `srun --help` lists for pyxis's options; OBC_STUB_NO_PYXIS leaves them out.
 PYXIS_HELP = """\
 Options provided by plugins:
@@ -49,14 +52,18 @@ def main(args: list[str]) -> int:
         return 0
     options, command = parse(args)
     with open(STATE / "log.jsonl", "a", encoding="utf-8") as log:
-        log.write(json.dumps({"srun": args, "options": options,
-                              "env": dict(os.environ)}) + "\n")
-    tasks = [subprocess.Popen(command, env={**os.environ, "SLURM_NODEID": str(task),
-                                           "SLURM_PROCID": str(task)})
-             for task in range(int(options.get("ntasks", "1")))]
+        log.write(json.dumps({"srun": args, "options": options, "env": {
+            name: value for name, value in os.environ.items() if name not in HARNESS}}) + "\n")
+    # One task after the other (a real srun starts them at once), so that what they record
+    # comes in one order.
+    running: list[subprocess.Popen] = []
     for number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda received, _frame: [t.send_signal(received) for t in tasks])
-    statuses = [task.wait() for task in tasks]
+        signal.signal(number, lambda received, _frame: [t.send_signal(received) for t in running])
+    statuses = []
+    for task in range(int(options.get("ntasks", "1"))):
+        running[:] = [subprocess.Popen(command, env={**os.environ, "SLURM_NODEID": str(task),
+                                                     "SLURM_PROCID": str(task)})]
+        statuses.append(running[0].wait())
     failed = [status for status in statuses if status != 0]
     status = failed[0] if failed else 0
     return status if status >= 0 else 128 - status
