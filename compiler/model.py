@@ -455,8 +455,10 @@ class Job:
 
     @property
     def passed_names(self) -> tuple[str, ...]:
-        """Every variable an apptainer or enroot job gives its containers."""
-        return (*(name for name, _ in self.container_values), *self.container_names)
+        """Every variable an apptainer or enroot job gives its containers: by value, the
+        W&B run id the script makes, and by name."""
+        run_id = ("WANDB_RUN_ID",) if self.wandb_run_id else ()
+        return (*(name for name, _ in self.container_values), *run_id, *self.container_names)
 
     @property
     def container_names(self) -> tuple[str, ...]:

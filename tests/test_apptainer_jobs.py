@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.normalise import AXOLOTL_ENV
 from tests.conftest import SHELLS, compile_text, install_stub, write_script
 from tests.test_container_jobs import HOSTILE, json_quote
 from tests.test_env_hostile import CANARY, traced
@@ -44,6 +45,11 @@ secrets: [HF_TOKEN, {name: WANDB_API_KEY, required: false}]
 """
 
 
+def run_dir_hash(run_dir: Path) -> str:
+    """The run dir's own short name, which W&B run ids and container names use."""
+    return hashlib.sha256(str(run_dir).encode()).hexdigest()[:12]
+
+
 def options(record: dict) -> list[str]:
     """apptainer's argv up to the image."""
     argv = record["argv"]
@@ -71,8 +77,9 @@ def test_apptainer_gets_its_options_and_the_container_only_what_the_job_gives(
         [*expected, "axolotl", "train", "axolotl.yaml"],
         [*expected, "axolotl", "merge-lora", "axolotl.yaml"],
     ]
-    container = {"LANG": "C", "HF_HOME": "/workspace/hf-cache", "AXOLOTL_DO_NOT_TRACK": "1",
-                 "WANDB_PROJECT": "demo", "HF_TOKEN": "t", "HOME": "/workspace/run/.obc/home"}
+    container = {"LANG": "C", "HF_HOME": "/workspace/hf-cache", **dict(AXOLOTL_ENV),
+                 "WANDB_PROJECT": "demo", "WANDB_RUN_ID": f"app-{run_dir_hash(run_dir)}",
+                 "HF_TOKEN": "t", "HOME": "/workspace/run/.obc/home"}
     assert [r["container_env"] for r in run.apptainer_runs] == \
         [{**container, "PATH": APPTAINER_PATH}] * 2
     assert [s["env"] for s in run.steps] == [container] * 2
@@ -160,7 +167,7 @@ def test_singularity_is_used_where_apptainer_is_missing(tmp_path, sandbox):
     text = run_file(tmp_path, rest="steps: [{name: s, run: [record]}]\nsecrets: [HF_TOKEN]\n"
                                    "env: {A: 'x,y'}\n")
     run = sandbox.run(write_script(tmp_path, compile_text(tmp_path, text)),
-                      env=sandbox.env(HF_TOKEN="t", PATH=sandbox.path_without_system_bins()))
+                      env=sandbox.env(HF_TOKEN="t"))
     assert run.returncode == 0, run.stderr
     ((record,), (step,)) = run.apptainer_runs, run.steps
     assert (record["apptainer"], record["argv"][:2]) == ("singularity", ["singularity", "exec"])

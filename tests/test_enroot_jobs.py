@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from compiler.model import RENDEZVOUS_NAMES
+from compiler.normalise import AXOLOTL_ENV
 from tests.conftest import SHELLS, Sandbox, compile_text, install_stub, write_script
+from tests.test_apptainer_jobs import run_dir_hash
 from tests.test_container_jobs import HOSTILE, json_quote
 from tests.test_env_hostile import CANARY, traced
 
@@ -61,6 +64,9 @@ env:
   WANDB_PROJECT: "a,b"
 secrets: [HF_TOKEN, {name: WANDB_API_KEY, required: false}]
 """
+# The variables the job above gives its containers, in the order of --container-env.
+AXOLOTL_NAMES = ["HF_HOME", *dict(AXOLOTL_ENV), "WANDB_PROJECT", "WANDB_RUN_ID", "HF_TOKEN",
+                 "WANDB_API_KEY"]
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -75,16 +81,16 @@ def test_each_step_is_srun_with_pyxis_options_and_the_values_in_its_environment(
                "export": "ALL", "container-image": "nvcr.io#nvidia/pytorch:24.01-py3",
                "container-mounts": f"{run_dir}:/workspace/run,{cache_dir}:/workspace/hf-cache",
                "container-workdir": "/workspace/run", "no-container-mount-home": "",
-               "container-env": "HF_HOME,AXOLOTL_DO_NOT_TRACK,WANDB_PROJECT,HF_TOKEN,"
-                                "WANDB_API_KEY"}
+               "container-env": ",".join(AXOLOTL_NAMES)}
     records = sruns(slurm_box)
     assert [r["options"] for r in records] == [options, options]
     assert [r["srun"][len(options):] for r in records] == [
         ["axolotl", "train", "axolotl.yaml"], ["axolotl", "merge-lora", "axolotl.yaml"]]
     for record in records:
-        assert {name: record["env"].get(name) for name in options["container-env"].split(",")} \
-            == {"HF_HOME": "/workspace/hf-cache", "AXOLOTL_DO_NOT_TRACK": "1",
-                "WANDB_PROJECT": "a,b", "HF_TOKEN": "t", "WANDB_API_KEY": None}
+        assert {name: record["env"].get(name) for name in AXOLOTL_NAMES} == {
+            "HF_HOME": "/workspace/hf-cache", **dict(AXOLOTL_ENV), "WANDB_PROJECT": "a,b",
+            "WANDB_RUN_ID": f"enr-{run_dir_hash(run_dir)}", "HF_TOKEN": "t",
+            "WANDB_API_KEY": None}
     assert [s["cwd"] for s in steps(slurm_box)] == [str(run_dir)] * 2
 
 
@@ -132,9 +138,8 @@ def test_a_step_on_every_node_gets_the_rendezvous_and_each_node_its_rank(tmp_pat
     assert run.returncode == 0, run.stderr
     preprocess, train = sruns(slurm_box)
     assert (preprocess["options"]["nodes"], train["options"]["nodes"]) == ("1", "2")
-    assert train["options"]["container-env"] == (
-        "HF_HOME,AXOLOTL_DO_NOT_TRACK,WANDB_PROJECT,HF_TOKEN,WANDB_API_KEY,"
-        "CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE")
+    assert train["options"]["container-env"].split(",") == [
+        *AXOLOTL_NAMES, "CUDA_VISIBLE_DEVICES", *RENDEZVOUS_NAMES]
     torchrun = ["--launcher", "torchrun", "--", "--nnodes", "2", "--nproc_per_node", "4",
                 "--rdzv_backend", "c10d", "--rdzv_endpoint", "n1:29611", "--rdzv_id", "42"]
     assert train["srun"][len(train["options"]):] == [
@@ -156,13 +161,13 @@ def test_preflight_wants_a_slurm_job_with_pyxis_and_mountable_folders(tmp_path, 
         "obc: preflight: an enroot job runs its steps with srun, in a Slurm job: submit it "
         "with sbatch",
         "obc: preflight: srun has no --container-image: pyxis is not installed",
-        "obc: preflight: pyxis cannot mount /srv/a$b: it splits a mount on ':' and ',', and "
-        "writes it into a shell script",
+        "obc: preflight: pyxis writes mounts into a shell script for enroot, between double "
+        "quotes: /srv/a$b cannot be one",
     ]
     quoted = slurm_box.run(script, "--run-dir", str(tmp_path / 'a"b'),
                            env=in_job(slurm_box, DATA="/srv"))
     assert quoted.returncode == 3
-    assert f"pyxis cannot mount {tmp_path}/a\"b" in quoted.stderr
+    assert f"between double quotes: {tmp_path}/a\"b cannot be one" in quoted.stderr
     assert sruns(slurm_box) == []
 
 

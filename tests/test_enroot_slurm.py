@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from compiler.normalise import AXOLOTL_ENV
 from tests.conftest import Sandbox, compile_text, write_script
 from tests.pyxis import read_records
 from tests.slurm_cluster import _alive
+from tests.test_apptainer_jobs import run_dir_hash
 from tests.test_pyxis_plugin import pyxis  # noqa: F401 (the cluster, a fixture)
 
 pytestmark = pytest.mark.slow
@@ -71,7 +73,8 @@ slurm: {{gpus_per_node: 2}}
     records = job_records(pyxis, job_id)
     # No pyxis option in the #SBATCH lines: it would reach the batch script and every step.
     assert records["batch"][0]["options"] == {}
-    names = "HF_HOME,AXOLOTL_DO_NOT_TRACK,WANDB_PROJECT,LANG,HF_TOKEN,CUDA_VISIBLE_DEVICES"
+    names = ",".join(["HF_HOME", *dict(AXOLOTL_ENV), "WANDB_PROJECT", "LANG", "WANDB_RUN_ID",
+                      "HF_TOKEN", "CUDA_VISIBLE_DEVICES"])
     options = {"container-image": "nvcr.io#nvidia/pytorch:24.01-py3",
                "container-mounts": f"{run_dir}:/workspace/run,{cache_dir}:/workspace/hf-cache",
                "container-workdir": "/workspace/run", "no-container-mount-home": True,
@@ -82,9 +85,9 @@ slurm: {{gpus_per_node: 2}}
         assert task["options"] == options
         assert task["argv"] == ["axolotl", argv, "axolotl.yaml"]
         assert {name: task["env"][name] for name in names.split(",")} == {
-            "HF_HOME": "/workspace/hf-cache", "AXOLOTL_DO_NOT_TRACK": "1",
-            "WANDB_PROJECT": "a,b $c", "LANG": "C.UTF-8", "HF_TOKEN": CANARY,
-            "CUDA_VISIBLE_DEVICES": "0,1"}
+            "HF_HOME": "/workspace/hf-cache", **dict(AXOLOTL_ENV), "WANDB_PROJECT": "a,b $c",
+            "LANG": "C.UTF-8", "WANDB_RUN_ID": f"enroot-one-{run_dir_hash(run_dir)}",
+            "HF_TOKEN": CANARY, "CUDA_VISIBLE_DEVICES": "0,1"}
         # Whatever the job set for its step, pyxis is told to keep.
         assert changed_by_the_job(task, records["batch"][0]) <= set(names.split(","))
     assert "CANARY" not in log and "CANARY" not in (tmp_path / "job.sh").read_text()

@@ -3,6 +3,7 @@
 #
 # job         hpc
 # obc         0.2.0
+# inputs      sha256:4ec17b4a455481e0508c5305956cf12be3ed77cb1cb85551e480e9f9036e75df
 # runtime     apptainer (singularity where only that is installed), image ${IMAGES}/axolotl.sif
 #             steps run as the user who starts the job, HOME /workspace/run/.obc/home (--home)
 #             obc adds exec --contain --no-eval --nv
@@ -16,9 +17,10 @@
 # env         WANDB_PROJECT=a,b
 # secrets     HF_TOKEN
 # stop        TERM, then KILL after 60 s
-# exit codes  0 done, 2 usage, 3 preflight failed, 4 run dir in use by another run,
+# records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
+# exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
-# usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--help]
+# usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--status] [--help]
 
 #SBATCH --job-name=hpc
 #SBATCH --output=%x-%j.out
@@ -58,6 +60,12 @@ OBC_STARTING=
 OBC_LOCKED=
 OBC_TMP=
 OBC_FAILED=
+OBC_ATTEMPT=
+OBC_NAME=
+OBC_TEE_OUT=
+OBC_LOG=
+OBC_RESUMED_FROM=
+OBC_SHOW_STATUS=
 
 # --- helpers ---------------------------------------------------------------------------
 
@@ -65,6 +73,7 @@ obc_help() {
   cat <<'OBC_EOF'
 job         hpc
 obc         0.2.0
+inputs      sha256:4ec17b4a455481e0508c5305956cf12be3ed77cb1cb85551e480e9f9036e75df
 runtime     apptainer (singularity where only that is installed), image ${IMAGES}/axolotl.sif
             steps run as the user who starts the job, HOME /workspace/run/.obc/home (--home)
             obc adds exec --contain --no-eval --nv
@@ -78,15 +87,16 @@ steps       1. eval: python -m eval --out 'results dir'
 env         WANDB_PROJECT=a,b
 secrets     HF_TOKEN
 stop        TERM, then KILL after 60 s
-exit codes  0 done, 2 usage, 3 preflight failed, 4 run dir in use by another run,
+records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
+exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
             128+N stopped by signal N, any other: the failed step's code
-usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--help]
+usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--status] [--help]
 OBC_EOF
 }
 
 obc_usage() {
   printf 'job.sh: %s\n' "$1" >&2
-  printf 'usage: %s\n' 'job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--help]' >&2
+  printf 'usage: %s\n' 'job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--status] [--help]' >&2
   exit 2
 }
 
@@ -134,9 +144,10 @@ obc_exit() {
   exit "$1"
 }
 
-# Ends the job with exit code $2 (1 by default), saying why.
+# Ends the job with exit code $2 (1 by default), saying why; the record says it failed.
 obc_fail() {
   printf 'obc: %s\n' "$1" >&2
+  obc_status failed "${2:-1}"
   obc_exit "${2:-1}"
 }
 
@@ -181,14 +192,15 @@ obc_absolute_path() {
   PATH=$OBC_KEPT
 }
 
-# Says on stderr what becomes of the current step: `obc: step 2/3 merge: WHAT`.
+# Says on stderr, with the UTC time, what becomes of the current step:
+# `obc: 2026-11-30T10:00:00Z step 2/3 merge: WHAT`.
 obc_announce() {
-  printf 'obc: step %s/%s %s: %s\n' "$OBC_NUMBER" "$OBC_STEP_COUNT" "$OBC_NAME" "$1" >&2
+  printf 'obc: %s step %s/%s %s: %s\n' "$(obc_now)" "$OBC_NUMBER" "$OBC_STEP_COUNT" \
+    "$OBC_NAME" "$1" >&2
 }
 
-# obc_step NUMBER NAME PROGRAM [ARG...]: runs one step and waits for it. The step runs in
-# the background so that the signal traps below run at once (a shell runs a trap only after
-# a foreground command ends), and in a session of its own so that they can stop all of it.
+# obc_step NUMBER NAME PROGRAM [ARG...]: runs one step and waits for it, and says how long
+# it took.
 obc_step() {
   OBC_NUMBER=$1 OBC_NAME=$2
   shift 2
@@ -203,23 +215,47 @@ obc_step() {
     obc_step_command obc_print_command "$@"
     return 0
   fi
-  obc_step_command obc_start "$@"
-  OBC_STATUS=0
-  wait "$OBC_CHILD" || OBC_STATUS=$?
-  OBC_CHILD=
-  if [ "$OBC_STATUS" -ne 0 ]; then
+  OBC_BEGAN=$(date +%s)
+  while :; do
+    obc_run_step "$@"
+    [ "$OBC_STATUS" -ne 0 ] || break
     obc_fail "step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME failed with exit code $OBC_STATUS" \
       "$OBC_STATUS"
-  fi
+  done
+  obc_announce "done in $(($(date +%s) - OBC_BEGAN)) s"
 }
 
-# Starts a command in the background, in a session of its own (a new process group).
+# Runs the step in the background (so that the signal traps below run at once: a shell runs
+# a trap only after a foreground command ends), in a session of its own (so that they can
+# stop all of it), its output copied to its log; sets OBC_STATUS to its exit code.
+obc_run_step() {
+  obc_status running
+  mkfifo -- "$OBC_TMP/out" "$OBC_TMP/err" || obc_fail "cannot make the log's pipes"
+  OBC_LOG=1
+  obc_step_command obc_start "$@"
+  obc_tee_log
+  OBC_STATUS=0
+  wait "$OBC_CHILD" || OBC_STATUS=$?
+  obc_close_log
+  OBC_CHILD=
+  rm -f -- "$OBC_TMP/out" "$OBC_TMP/err"
+}
+
+# Starts a command in the background, in a session of its own (a new process group); in a
+# run with logs, writing to the log's pipes (whose tees start after it).
 # shellcheck disable=SC2329 # called by obc_step_command, which shellcheck cannot follow
 obc_start() {
   # A signal that arrives now is handled after the next command: obc_on_signal then finds
   # the step in $!, though not yet in OBC_CHILD.
   OBC_STARTING=${!:-none}
-  setsid "$@" &
+  if [ -n "$OBC_LOG" ]; then
+    # In a subshell that execs: yash would start the program from a process of its own when
+    # a redirection of a background command blocks (as opening a pipe does), and $! would
+    # not be the step.
+    (exec setsid "$@" > "$OBC_TMP/out" 2> "$OBC_TMP/err") &
+  else
+    setsid "$@" &
+  fi
   OBC_CHILD=$!
   OBC_STARTING=
 }
@@ -362,6 +398,78 @@ obc_ended_lock() {
   return 1
 }
 
+# --- run records -----------------------------------------------------------------------
+
+obc_now() {
+  date -u +%Y-%m-%dT%H:%M:%SZ
+}
+
+# Prints $1 as a JSON value: null when it is empty, else a string. (The values are obc's
+# own: names, times, numbers and checkpoint paths, which hold no quote or backslash.)
+obc_json() {
+  if [ -n "$1" ]; then printf '"%s"' "$1"; else printf null; fi
+}
+
+# Counts this run as the next attempt of the job in its run dir, and records it as running.
+obc_begin_attempt() {
+  OBC_ATTEMPT=$(cat -- "$OBC_RUN_DIR/.obc/attempt" 2>/dev/null)
+  case $OBC_ATTEMPT in '' | *[!0-9]*) OBC_ATTEMPT=0 ;; esac
+  OBC_ATTEMPT=$((OBC_ATTEMPT + 1))
+  OBC_STARTED_AT=$(obc_now)
+  if ! { mkdir -p -- "$OBC_RUN_DIR/.obc/logs" &&
+          printf '%s\n' "$OBC_ATTEMPT" > "$OBC_TMP/attempt" &&
+          mv -fT -- "$OBC_TMP/attempt" "$OBC_RUN_DIR/.obc/attempt"; }; then
+    obc_fail "cannot record the attempt in $OBC_RUN_DIR/.obc"
+  fi
+  obc_status running
+}
+
+# obc_status STATE [EXIT_CODE]: writes .obc/status.json for this attempt, atomically.
+obc_status() {
+  [ -n "$OBC_ATTEMPT" ] || return 0
+  OBC_ENDED_AT=
+  case $1 in running) ;; *) OBC_ENDED_AT=$(obc_now) ;; esac
+  printf '{"job": "%s", "attempt": %s, "state": "%s", "step": %s, "exit_code": %s, ' \
+    "$OBC_JOB" "$OBC_ATTEMPT" "$1" "$(obc_json "${OBC_NAME:-}")" "${2:-null}" \
+    > "$OBC_TMP/status.json"
+  printf '"started_at": "%s", "ended_at": %s, "slurm_job_id": %s, "slurm_restarts": %s, ' \
+    "$OBC_STARTED_AT" "$(obc_json "$OBC_ENDED_AT")" "$(obc_json "${SLURM_JOB_ID:-}")" \
+    "${SLURM_RESTART_COUNT:-null}" >> "$OBC_TMP/status.json"
+  printf '"resumed_from": %s}\n' "$(obc_json "$OBC_RESUMED_FROM")" >> "$OBC_TMP/status.json"
+  mv -fT -- "$OBC_TMP/status.json" "$OBC_RUN_DIR/.obc/status.json" ||
+    printf 'obc: cannot record the status in %s/.obc\n' "$OBC_RUN_DIR" >&2
+}
+
+# job.sh --status: the record of the job's last attempt in the run dir.
+obc_show_status() {
+  if [ -r "$OBC_RUN_DIR/.obc/status.json" ]; then
+    cat -- "$OBC_RUN_DIR/.obc/status.json"
+    exit 0
+  fi
+  printf 'obc: no run of %s in %s yet\n' "$OBC_JOB" "$OBC_RUN_DIR" >&2
+  exit 1
+}
+
+# The step's output goes to its log as well as to the job's own output: two tees, fed by
+# named pipes that the step (started first: see obc_start) writes. The tees ignore the
+# signals that stop the job, so that nothing the step says while it stops is lost.
+obc_tee_log() {
+  OBC_LOG=$OBC_RUN_DIR/.obc/logs/$OBC_NAME.$OBC_ATTEMPT.log
+  (trap '' TERM INT HUP; exec tee -a "$OBC_LOG" < "$OBC_TMP/out") &
+  OBC_TEE_OUT=$!
+  (trap '' TERM INT HUP; exec tee -a "$OBC_LOG" < "$OBC_TMP/err" >&2) &
+  OBC_TEE_ERR=$!
+}
+
+# Once the step has ended: what it left running is ended too (it would hold the log's pipes
+# open), and the tees are waited for.
+obc_close_log() {
+  [ -n "$OBC_TEE_OUT" ] || return 0
+  env kill -s TERM -- "-$OBC_CHILD" 2>/dev/null
+  wait "$OBC_TEE_OUT" "$OBC_TEE_ERR" 2>/dev/null
+  OBC_TEE_OUT=
+}
+
 # --- Slurm -----------------------------------------------------------------------------
 
 # A scheduler's TERM (Slurm at its time limit, scancel), ^C or a lost terminal: stop the
@@ -376,7 +484,9 @@ obc_on_signal() {
   fi
   if [ -n "$OBC_CHILD" ]; then
     obc_stop_step
+    obc_close_log
   fi
+  obc_status stopped "$((128 + $2))"
   obc_exit "$((128 + $2))"
 }
 
@@ -386,6 +496,7 @@ while [ "$#" -gt 0 ]; do
   case $1 in
     --help | -h) obc_help; exit 0 ;;
     --dry-run) OBC_DRY_RUN=1 ;;
+    --status) OBC_SHOW_STATUS=1 ;;
     --run-dir | --cache-dir | --from | --only)
       [ "$#" -ge 2 ] && [ -n "$2" ] || obc_usage "$1 needs a value"
       case $1 in
@@ -427,6 +538,7 @@ if ! obc_which apptainer "$PATH" >/dev/null && obc_which singularity "$PATH" >/d
 fi
 [ -n "${IMAGES:-}" ] || obc_preflight_failure '$IMAGES is not set or empty, and runtime.image needs it'
 OBC_IMAGE="${IMAGES-}"/axolotl.sif
+[ -z "$OBC_SHOW_STATUS" ] || obc_show_status
 
 # --- preflight: check everything before creating anything ------------------------------
 
@@ -447,6 +559,7 @@ fi
 # --- setup -----------------------------------------------------------------------------
 
 obc_prepare_run_dir
+[ -n "$OBC_DRY_RUN" ] || obc_begin_attempt
 obc_run mkdir -p -- "$OBC_CACHE_DIR" || obc_exit 1
 obc_run mkdir -p -- "$OBC_RUN_DIR/.obc/home" || obc_exit 1
 obc_run cd -- "$OBC_RUN_DIR" || obc_exit 1
@@ -454,5 +567,62 @@ obc_run cd -- "$OBC_RUN_DIR" || obc_exit 1
 # --- steps -----------------------------------------------------------------------------
 
 obc_step 1 eval python -m eval --out 'results dir'
+OBC_NAME=
+obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "hpc",
+#   "source_file": "run.yaml",
+#   "obc_version": "0.2.0",
+#   "description": null,
+#   "runtime": {
+#     "type": "apptainer",
+#     "image": "${IMAGES}/axolotl.sif",
+#     "image_sha256": null,
+#     "mounts": [],
+#     "cleanenv": false,
+#     "contain": true
+#   },
+#   "gpus": "all",
+#   "run_dir": "~/overbrainer/runs/hpc",
+#   "cache_dir": "~/overbrainer/.hf-cache",
+#   "shared": false,
+#   "steps": {
+#     "eval": {"argv": ["python", "-m", "eval", "--out", "results dir"], "nodes": "first"}
+#   },
+#   "files": [],
+#   "env": {
+#     "WANDB_PROJECT": "a,b"
+#   },
+#   "secrets": {
+#     "HF_TOKEN": {"required": true}
+#   },
+#   "stop_timeout": 60,
+#   "slurm": {
+#     "job_name": "hpc",
+#     "output": "%x-%j.out",
+#     "signal": "B:TERM@120",
+#     "requeue": false,
+#     "nodes": 1,
+#     "gpus_per_node": 2,
+#     "cpus_per_task": null,
+#     "partition": null,
+#     "account": null,
+#     "qos": null,
+#     "time": null,
+#     "mem": null,
+#     "constraint": null,
+#     "rendezvous_port": 29500,
+#     "extra": [],
+#     "max_restarts": null,
+#     "requeues_itself": false,
+#     "torchrun_step": null
+#   },
+#   "checkpoints": null,
+#   "on_signal": null,
+#   "retry": null,
+#   "inputs": "sha256:4ec17b4a455481e0508c5305956cf12be3ed77cb1cb85551e480e9f9036e75df"
+# }

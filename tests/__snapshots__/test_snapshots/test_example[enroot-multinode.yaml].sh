@@ -5,10 +5,11 @@
 #
 # job         enroot-multinode
 # obc         0.2.0
+# inputs      sha256:b81158f599ced9835178d6f3d0c51891a4d5ee0510bf864dd2ebc8ae3e13617a
 # runtime     enroot 4 through pyxis, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
 #             each step is an srun step, its tasks in containers that pyxis makes; steps run as the user who starts the job, HOME a folder of the container
 #             mount /shared/datasets at /data (read-only)
-#             obc adds '--container-workdir=/workspace/run' --no-container-mount-home '--container-env=HF_HOME,AXOLOTL_DO_NOT_TRACK,HF_TOKEN,CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE'
+#             obc adds '--container-workdir=/workspace/run' --no-container-mount-home '--container-env=HF_HOME,AXOLOTL_DO_NOT_TRACK,WANDB_RESUME,WANDB_RUN_ID,HF_TOKEN,CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE'
 # gpus        all
 # slurm       sbatch job.sh: 2 nodes, 8 GPUs each
 #             train launched with torchrun across the nodes
@@ -20,11 +21,16 @@
 #             3. merge: axolotl merge-lora axolotl.yaml
 # files       axolotl.yaml  (from configs/llama3-qlora.yaml)
 # env         AXOLOTL_DO_NOT_TRACK=1
+#             WANDB_RESUME=allow
+#             WANDB_RUN_ID=enroot-multinode-<the run dir's hash>
 # secrets     HF_TOKEN
-# stop        TERM, then KILL after 60 s
-# exit codes  0 done, 2 usage, 3 preflight failed, 4 run dir in use by another run,
+# resume      train starts from the newest whole checkpoint in output/  (--fresh starts over)
+# stop        during train: a checkpoint first, waited for up to 45 s
+#             TERM, then KILL after 60 s
+# records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
+# exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
-# usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--help]
+# usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]
 
 #SBATCH --job-name=enroot-multinode
 #SBATCH --output=%x-%j.out
@@ -68,6 +74,13 @@ OBC_STARTING=
 OBC_LOCKED=
 OBC_TMP=
 OBC_FAILED=
+OBC_ATTEMPT=
+OBC_NAME=
+OBC_TEE_OUT=
+OBC_LOG=
+OBC_RESUMED_FROM=
+OBC_FRESH=
+OBC_SHOW_STATUS=
 
 # --- helpers ---------------------------------------------------------------------------
 
@@ -77,10 +90,11 @@ obc_help() {
 
 job         enroot-multinode
 obc         0.2.0
+inputs      sha256:b81158f599ced9835178d6f3d0c51891a4d5ee0510bf864dd2ebc8ae3e13617a
 runtime     enroot 4 through pyxis, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
             each step is an srun step, its tasks in containers that pyxis makes; steps run as the user who starts the job, HOME a folder of the container
             mount /shared/datasets at /data (read-only)
-            obc adds '--container-workdir=/workspace/run' --no-container-mount-home '--container-env=HF_HOME,AXOLOTL_DO_NOT_TRACK,HF_TOKEN,CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE'
+            obc adds '--container-workdir=/workspace/run' --no-container-mount-home '--container-env=HF_HOME,AXOLOTL_DO_NOT_TRACK,WANDB_RESUME,WANDB_RUN_ID,HF_TOKEN,CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE'
 gpus        all
 slurm       sbatch job.sh: 2 nodes, 8 GPUs each
             train launched with torchrun across the nodes
@@ -92,17 +106,22 @@ steps       1. preprocess: axolotl preprocess axolotl.yaml
             3. merge: axolotl merge-lora axolotl.yaml
 files       axolotl.yaml  (from configs/llama3-qlora.yaml)
 env         AXOLOTL_DO_NOT_TRACK=1
+            WANDB_RESUME=allow
+            WANDB_RUN_ID=enroot-multinode-<the run dir's hash>
 secrets     HF_TOKEN
-stop        TERM, then KILL after 60 s
-exit codes  0 done, 2 usage, 3 preflight failed, 4 run dir in use by another run,
+resume      train starts from the newest whole checkpoint in output/  (--fresh starts over)
+stop        during train: a checkpoint first, waited for up to 45 s
+            TERM, then KILL after 60 s
+records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
+exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
             128+N stopped by signal N, any other: the failed step's code
-usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--help]
+usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]
 OBC_EOF
 }
 
 obc_usage() {
   printf 'job.sh: %s\n' "$1" >&2
-  printf 'usage: %s\n' 'job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--help]' >&2
+  printf 'usage: %s\n' 'job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]' >&2
   exit 2
 }
 
@@ -150,9 +169,10 @@ obc_exit() {
   exit "$1"
 }
 
-# Ends the job with exit code $2 (1 by default), saying why.
+# Ends the job with exit code $2 (1 by default), saying why; the record says it failed.
 obc_fail() {
   printf 'obc: %s\n' "$1" >&2
+  obc_status failed "${2:-1}"
   obc_exit "${2:-1}"
 }
 
@@ -197,14 +217,15 @@ obc_absolute_path() {
   PATH=$OBC_KEPT
 }
 
-# Says on stderr what becomes of the current step: `obc: step 2/3 merge: WHAT`.
+# Says on stderr, with the UTC time, what becomes of the current step:
+# `obc: 2026-11-30T10:00:00Z step 2/3 merge: WHAT`.
 obc_announce() {
-  printf 'obc: step %s/%s %s: %s\n' "$OBC_NUMBER" "$OBC_STEP_COUNT" "$OBC_NAME" "$1" >&2
+  printf 'obc: %s step %s/%s %s: %s\n' "$(obc_now)" "$OBC_NUMBER" "$OBC_STEP_COUNT" \
+    "$OBC_NAME" "$1" >&2
 }
 
-# obc_step NUMBER NAME PROGRAM [ARG...]: runs one step and waits for it. The step runs in
-# the background so that the signal traps below run at once (a shell runs a trap only after
-# a foreground command ends), and in a session of its own so that they can stop all of it.
+# obc_step NUMBER NAME PROGRAM [ARG...]: runs one step and waits for it, and says how long
+# it took.
 obc_step() {
   OBC_NUMBER=$1 OBC_NAME=$2
   shift 2
@@ -214,28 +235,54 @@ obc_step() {
     return 0
   fi
   OBC_FROM=
+  [ "$OBC_NAME" != train ] || obc_resume
+  [ -z "$OBC_RESUMED_FROM" ] || set -- "$@" --resume-from-checkpoint "$OBC_RESUMED_FROM"
   obc_announce "$(obc_print_command "$@")"
   if [ -n "$OBC_DRY_RUN" ]; then
     obc_launch obc_print_command "$@"
     return 0
   fi
-  obc_launch obc_start "$@"
-  OBC_STATUS=0
-  wait "$OBC_CHILD" || OBC_STATUS=$?
-  OBC_CHILD=
-  if [ "$OBC_STATUS" -ne 0 ]; then
+  OBC_BEGAN=$(date +%s)
+  while :; do
+    obc_run_step "$@"
+    [ "$OBC_STATUS" -ne 0 ] || break
     obc_fail "step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME failed with exit code $OBC_STATUS" \
       "$OBC_STATUS"
-  fi
+  done
+  obc_announce "done in $(($(date +%s) - OBC_BEGAN)) s"
 }
 
-# Starts a command in the background, in a session of its own (a new process group).
+# Runs the step in the background (so that the signal traps below run at once: a shell runs
+# a trap only after a foreground command ends), in a session of its own (so that they can
+# stop all of it), its output copied to its log; sets OBC_STATUS to its exit code.
+obc_run_step() {
+  obc_status running
+  mkfifo -- "$OBC_TMP/out" "$OBC_TMP/err" || obc_fail "cannot make the log's pipes"
+  OBC_LOG=1
+  obc_launch obc_start "$@"
+  obc_tee_log
+  OBC_STATUS=0
+  wait "$OBC_CHILD" || OBC_STATUS=$?
+  obc_close_log
+  OBC_CHILD=
+  rm -f -- "$OBC_TMP/out" "$OBC_TMP/err"
+}
+
+# Starts a command in the background, in a session of its own (a new process group); in a
+# run with logs, writing to the log's pipes (whose tees start after it).
 # shellcheck disable=SC2329 # called by obc_step_command, which shellcheck cannot follow
 obc_start() {
   # A signal that arrives now is handled after the next command: obc_on_signal then finds
   # the step in $!, though not yet in OBC_CHILD.
   OBC_STARTING=${!:-none}
-  setsid "$@" &
+  if [ -n "$OBC_LOG" ]; then
+    # In a subshell that execs: yash would start the program from a process of its own when
+    # a redirection of a background command blocks (as opening a pipe does), and $! would
+    # not be the step.
+    (exec setsid "$@" > "$OBC_TMP/out" 2> "$OBC_TMP/err") &
+  else
+    setsid "$@" &
+  fi
   OBC_CHILD=$!
   OBC_STARTING=
 }
@@ -252,13 +299,15 @@ obc_srun() {
   "$OBC_RUNNER" env \
     'HF_HOME=/workspace/hf-cache' \
     'AXOLOTL_DO_NOT_TRACK=1' \
+    'WANDB_RESUME=allow' \
+    "WANDB_RUN_ID=$OBC_JOB-$OBC_RUN_HASH" \
     srun --nodes="$OBC_NODES" --ntasks="$OBC_NODES" --ntasks-per-node=1 \
     ${SLURM_CPUS_PER_TASK:+"--cpus-per-task=$SLURM_CPUS_PER_TASK"} \
     --kill-on-bad-exit=1 --export=ALL \
     '--container-image=axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b' \
     --container-mounts="$OBC_RUN_DIR":/workspace/run,"$OBC_CACHE_DIR":/workspace/hf-cache,/shared/datasets:/data:ro \
     '--container-workdir=/workspace/run' --no-container-mount-home \
-    '--container-env=HF_HOME,AXOLOTL_DO_NOT_TRACK,HF_TOKEN,CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE' \
+    '--container-env=HF_HOME,AXOLOTL_DO_NOT_TRACK,WANDB_RESUME,WANDB_RUN_ID,HF_TOKEN,CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE' \
     "$@"
 }
 
@@ -396,6 +445,157 @@ obc_write_body() {
   fi
 }
 
+# --- run records -----------------------------------------------------------------------
+
+obc_now() {
+  date -u +%Y-%m-%dT%H:%M:%SZ
+}
+
+# Prints $1 as a JSON value: null when it is empty, else a string. (The values are obc's
+# own: names, times, numbers and checkpoint paths, which hold no quote or backslash.)
+obc_json() {
+  if [ -n "$1" ]; then printf '"%s"' "$1"; else printf null; fi
+}
+
+# Counts this run as the next attempt of the job in its run dir, and records it as running.
+obc_begin_attempt() {
+  OBC_ATTEMPT=$(cat -- "$OBC_RUN_DIR/.obc/attempt" 2>/dev/null)
+  case $OBC_ATTEMPT in '' | *[!0-9]*) OBC_ATTEMPT=0 ;; esac
+  OBC_ATTEMPT=$((OBC_ATTEMPT + 1))
+  OBC_STARTED_AT=$(obc_now)
+  if ! { mkdir -p -- "$OBC_RUN_DIR/.obc/logs" &&
+          printf '%s\n' "$OBC_ATTEMPT" > "$OBC_TMP/attempt" &&
+          mv -fT -- "$OBC_TMP/attempt" "$OBC_RUN_DIR/.obc/attempt"; }; then
+    obc_fail "cannot record the attempt in $OBC_RUN_DIR/.obc"
+  fi
+  obc_status running
+}
+
+# obc_status STATE [EXIT_CODE]: writes .obc/status.json for this attempt, atomically.
+obc_status() {
+  [ -n "$OBC_ATTEMPT" ] || return 0
+  OBC_ENDED_AT=
+  case $1 in running) ;; *) OBC_ENDED_AT=$(obc_now) ;; esac
+  printf '{"job": "%s", "attempt": %s, "state": "%s", "step": %s, "exit_code": %s, ' \
+    "$OBC_JOB" "$OBC_ATTEMPT" "$1" "$(obc_json "${OBC_NAME:-}")" "${2:-null}" \
+    > "$OBC_TMP/status.json"
+  printf '"started_at": "%s", "ended_at": %s, "slurm_job_id": %s, "slurm_restarts": %s, ' \
+    "$OBC_STARTED_AT" "$(obc_json "$OBC_ENDED_AT")" "$(obc_json "${SLURM_JOB_ID:-}")" \
+    "${SLURM_RESTART_COUNT:-null}" >> "$OBC_TMP/status.json"
+  printf '"resumed_from": %s}\n' "$(obc_json "$OBC_RESUMED_FROM")" >> "$OBC_TMP/status.json"
+  mv -fT -- "$OBC_TMP/status.json" "$OBC_RUN_DIR/.obc/status.json" ||
+    printf 'obc: cannot record the status in %s/.obc\n' "$OBC_RUN_DIR" >&2
+}
+
+# job.sh --status: the record of the job's last attempt in the run dir.
+obc_show_status() {
+  if [ -r "$OBC_RUN_DIR/.obc/status.json" ]; then
+    cat -- "$OBC_RUN_DIR/.obc/status.json"
+    exit 0
+  fi
+  printf 'obc: no run of %s in %s yet\n' "$OBC_JOB" "$OBC_RUN_DIR" >&2
+  exit 1
+}
+
+# The step's output goes to its log as well as to the job's own output: two tees, fed by
+# named pipes that the step (started first: see obc_start) writes. The tees ignore the
+# signals that stop the job, so that nothing the step says while it stops is lost.
+obc_tee_log() {
+  OBC_LOG=$OBC_RUN_DIR/.obc/logs/$OBC_NAME.$OBC_ATTEMPT.log
+  (trap '' TERM INT HUP; exec tee -a "$OBC_LOG" < "$OBC_TMP/out") &
+  OBC_TEE_OUT=$!
+  (trap '' TERM INT HUP; exec tee -a "$OBC_LOG" < "$OBC_TMP/err" >&2) &
+  OBC_TEE_ERR=$!
+}
+
+# Once the step has ended: what it left running is ended too (it would hold the log's pipes
+# open), and the tees are waited for.
+obc_close_log() {
+  [ -n "$OBC_TEE_OUT" ] || return 0
+  env kill -s TERM -- "-$OBC_CHILD" 2>/dev/null
+  wait "$OBC_TEE_OUT" "$OBC_TEE_ERR" 2>/dev/null
+  OBC_TEE_OUT=
+}
+
+# --- checkpoints -----------------------------------------------------------------------
+
+# True when checkpoint folder $1 is whole: the trainer state (written last) and weights.
+obc_whole_checkpoint() {
+  [ -f "$1/trainer_state.json" ] || return 1
+  for OBC_WORD in "$1"/adapter_model.* "$1"/model.safetensors* "$1"/pytorch_model* \
+      "$1"/global_step*; do
+    [ ! -e "$OBC_WORD" ] || return 0
+  done
+  return 1
+}
+
+# Prints the step number of the newest whole checkpoint-N in output_dir (0 if there is none).
+obc_newest_checkpoint() {
+  OBC_BEST=0
+  for OBC_WORD in "$OBC_CHECKPOINTS"/checkpoint-*; do
+    OBC_N=${OBC_WORD##*/checkpoint-}
+    case $OBC_N in '' | *[!0-9]*) continue ;; esac
+    if [ "$OBC_N" -gt "$OBC_BEST" ] && obc_whole_checkpoint "$OBC_WORD"; then
+      OBC_BEST=$OBC_N
+    fi
+  done
+  printf '%s\n' "$OBC_BEST"
+}
+
+# Moves aside every checkpoint newer than the whole one $1 (a stop while it was saved):
+# Axolotl's own resume would take the highest number, whole or not.
+obc_set_aside() {
+  for OBC_WORD in "$OBC_CHECKPOINTS"/checkpoint-*; do
+    OBC_N=${OBC_WORD##*/checkpoint-}
+    case $OBC_N in '' | *[!0-9]*) continue ;; esac
+    [ "$OBC_N" -gt "$1" ] || continue
+    OBC_ASIDE=$OBC_WORD.incomplete
+    [ ! -e "$OBC_ASIDE" ] || OBC_ASIDE=$OBC_ASIDE.$OBC_ATTEMPT
+    mv -T -- "$OBC_WORD" "$OBC_ASIDE" &&
+      printf 'obc: checkpoint-%s is incomplete, moved aside as %s\n' "$OBC_N" \
+        "${OBC_ASIDE##*/}" >&2
+  done
+}
+
+# Before train: the newest whole checkpoint, given to Axolotl as --resume-from-checkpoint
+# (so the log says which), unless the job starts over (--fresh).
+obc_resume() {
+  OBC_RESUMED_FROM=
+  if [ -n "$OBC_FRESH" ]; then
+    obc_announce 'starts over (--fresh)'
+    return 0
+  fi
+  OBC_NEWEST=$(obc_newest_checkpoint)
+  [ -n "$OBC_DRY_RUN" ] || obc_set_aside "$OBC_NEWEST"
+  if [ "$OBC_NEWEST" -gt 0 ]; then
+    OBC_RESUMED_FROM=output/checkpoint-$OBC_NEWEST
+    obc_announce "resumes from $OBC_RESUMED_FROM"
+  fi
+}
+
+# When the job is told to stop during train: ask Axolotl for a checkpoint (its
+# dynamic_checkpoint trigger file) and wait, up to the grace, for one newer than any before,
+# or for train to end.
+# shellcheck disable=SC2329 # called from the traps
+obc_ask_checkpoint() {
+  [ "$OBC_NAME" = train ] && [ -d "$OBC_CHECKPOINTS" ] || return 0
+  OBC_NEWEST=$(obc_newest_checkpoint)
+  : > "$OBC_CHECKPOINTS"/axolotl_checkpoint.save || return 0
+  printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' 45 >&2
+  OBC_LEFT=45
+  while [ "$OBC_LEFT" -gt 0 ] && env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+    OBC_SAVED=$(obc_newest_checkpoint)
+    if [ "$OBC_SAVED" -gt "$OBC_NEWEST" ]; then
+      printf 'obc: checkpoint-%s saved\n' "$OBC_SAVED" >&2
+      break
+    fi
+    sleep 1
+    OBC_LEFT=$((OBC_LEFT - 1))
+  done
+  [ "$OBC_LEFT" -gt 0 ] || printf 'obc: no checkpoint within %s s\n' 45 >&2
+  rm -f -- "$OBC_CHECKPOINTS"/axolotl_checkpoint.save
+}
+
 # --- Slurm -----------------------------------------------------------------------------
 
 # The rendezvous of a job on several nodes, for every step (README, "Running on Slurm"):
@@ -449,8 +649,11 @@ obc_on_signal() {
     OBC_CHILD=$!
   fi
   if [ -n "$OBC_CHILD" ]; then
+    obc_ask_checkpoint
     obc_stop_step
+    obc_close_log
   fi
+  obc_status stopped "$((128 + $2))"
   obc_exit "$((128 + $2))"
 }
 
@@ -460,6 +663,8 @@ while [ "$#" -gt 0 ]; do
   case $1 in
     --help | -h) obc_help; exit 0 ;;
     --dry-run) OBC_DRY_RUN=1 ;;
+    --status) OBC_SHOW_STATUS=1 ;;
+    --fresh) OBC_FRESH=1 ;;
     --run-dir | --cache-dir | --from | --only)
       [ "$#" -ge 2 ] && [ -n "$2" ] || obc_usage "$1 needs a value"
       case $1 in
@@ -487,6 +692,11 @@ obc_absolute_path
 # Relative directories are taken from where the job starts.
 case $OBC_RUN_DIR in /*) ;; *) OBC_RUN_DIR=$PWD/$OBC_RUN_DIR ;; esac
 case $OBC_CACHE_DIR in /* | '') ;; *) OBC_CACHE_DIR=$PWD/$OBC_CACHE_DIR ;; esac
+# The run dir's own short name: its container is named after it, and its W&B run, which a
+# resumed attempt continues.
+OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)
+OBC_CHECKPOINTS=$OBC_RUN_DIR/output
+[ -z "$OBC_SHOW_STATUS" ] || obc_show_status
 
 # --- preflight: check everything before creating anything ------------------------------
 
@@ -502,10 +712,13 @@ if [ -z "$OBC_DRY_RUN" ]; then
   else
     obc_preflight_failure 'srun (Slurm) not found on PATH'
   fi
+  case $OBC_RUN_DIR$OBC_CACHE_DIR in
+    *[:,]*) obc_preflight_failure "run dir and cache dir cannot contain ':' or ',' (pyxis splits --container-mounts on them)" ;;
+  esac
   for OBC_WORD in "$OBC_RUN_DIR" "$OBC_CACHE_DIR" /shared/datasets; do
     case $OBC_WORD in
-      *[:,]* | *\"* | *\$* | *\`* | *\\*)
-        obc_preflight_failure "pyxis cannot mount $OBC_WORD: it splits a mount on ':' and ',', and writes it into a shell script" ;;
+      *\"* | *\$* | *\`* | *\\*)
+        obc_preflight_failure "pyxis writes mounts into a shell script for enroot, between double quotes: $OBC_WORD cannot be one" ;;
     esac
   done
   obc_check_run_dir
@@ -515,6 +728,7 @@ fi
 # --- setup -----------------------------------------------------------------------------
 
 obc_prepare_run_dir
+[ -n "$OBC_DRY_RUN" ] || obc_begin_attempt
 obc_run mkdir -p -- "$OBC_CACHE_DIR" || obc_exit 1
 obc_write_file axolotl.yaml <<'OBC_EOF'
 # Axolotl config for a QLoRA fine-tune of Llama 3.2 1B.
@@ -541,6 +755,13 @@ optimizer: adamw_bnb_8bit
 lr_scheduler: cosine
 bf16: auto
 gradient_checkpointing: true
+
+# Added by obc (checkpoint.on_signal): when the job is told to stop, job.sh
+# creates axolotl_checkpoint.save in output_dir and waits for the checkpoint
+# Axolotl then saves, before it stops train.
+dynamic_checkpoint:
+  enabled: true
+  check_interval: 1
 OBC_EOF
 obc_run cd -- "$OBC_RUN_DIR" || obc_exit 1
 obc_rendezvous
@@ -550,5 +771,80 @@ obc_rendezvous
 obc_step 1 preprocess axolotl preprocess axolotl.yaml
 obc_step 2 train axolotl train axolotl.yaml
 obc_step 3 merge axolotl merge-lora axolotl.yaml
+OBC_NAME=
+obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
+
+# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "enroot-multinode",
+#   "source_file": "examples/enroot-multinode.yaml",
+#   "obc_version": "0.2.0",
+#   "description": "sha256:db9458b7ce193e48cd8d7fa8fd54825bc6b28c43c1a1e602076c9b5f88c850c3",
+#   "runtime": {
+#     "type": "enroot",
+#     "image": "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b",
+#     "image_sha256": null,
+#     "mounts": {
+#       "/data": {"source": "/shared/datasets", "readonly": true}
+#     },
+#     "enroot_version": 4
+#   },
+#   "gpus": "all",
+#   "run_dir": "/shared/runs/enroot-multinode",
+#   "cache_dir": "/shared/hf-cache",
+#   "shared": false,
+#   "steps": {
+#     "preprocess": {"argv": ["axolotl", "preprocess", "axolotl.yaml"], "nodes": "first"},
+#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"},
+#     "merge": {"argv": ["axolotl", "merge-lora", "axolotl.yaml"], "nodes": "first"}
+#   },
+#   "files": {
+#     "axolotl.yaml": {
+#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
+#       "origin": "configs/llama3-qlora.yaml"
+#     }
+#   },
+#   "env": {
+#     "AXOLOTL_DO_NOT_TRACK": "1",
+#     "WANDB_RESUME": "allow"
+#   },
+#   "secrets": {
+#     "HF_TOKEN": {"required": true}
+#   },
+#   "stop_timeout": 60,
+#   "slurm": {
+#     "job_name": "enroot-multinode",
+#     "output": "%x-%j.out",
+#     "signal": "B:TERM@120",
+#     "requeue": false,
+#     "nodes": 2,
+#     "gpus_per_node": 8,
+#     "cpus_per_task": 64,
+#     "partition": "gpu",
+#     "account": null,
+#     "qos": null,
+#     "time": "24:00:00",
+#     "mem": "0",
+#     "constraint": null,
+#     "rendezvous_port": 29500,
+#     "extra": [],
+#     "max_restarts": null,
+#     "requeues_itself": false,
+#     "torchrun_step": "train"
+#   },
+#   "checkpoints": {
+#     "step": "train",
+#     "output_dir": "output",
+#     "host_base": null,
+#     "host_rest": "output",
+#     "resume": true
+#   },
+#   "on_signal": {
+#     "grace": 45,
+#     "trigger": "axolotl_checkpoint.save"
+#   },
+#   "retry": null,
+#   "inputs": "sha256:b81158f599ced9835178d6f3d0c51891a4d5ee0510bf864dd2ebc8ae3e13617a"
+# }
