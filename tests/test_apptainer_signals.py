@@ -4,7 +4,6 @@ what is left of the step's process group after the stop timeout; it exits 128+N.
 
 from __future__ import annotations
 
-import os
 import signal
 
 import pytest
@@ -19,11 +18,21 @@ steps:
   - {name: long, run: [record, --sleep, "300"]}
   - {name: after, run: [record, after]}
 """
-# The program's own child, in the step's process group (and not holding the job's output).
+# A program that takes a while to end on TERM, and its own child in the step's process
+# group, which notes whether the program had ended when TERM reached it (embedded files).
+PROGRAM = """\
+sh child.sh >/dev/null 2>&1 &
+trap 'sleep 2; : > ended; exit 143' TERM
+echo "$$ $!" > up.txt
+while :; do sleep 0.1; done
+"""
+CHILD = """\
+trap 'if [ -e ended ]; then echo after; else echo before; fi > child.txt; exit 0' TERM
+while :; do sleep 0.1; done
+"""
 WITH_A_CHILD = """\
-steps:
-  - name: long
-    run: [sh, -c, 'sleep 300 >/dev/null 2>&1 & echo $! > child.txt; exec record --sleep 300']
+steps: [{name: long, run: [sh, program.sh]}]
+files: {program.sh: program.sh, child.sh: child.sh}
 """
 
 
@@ -51,20 +60,18 @@ def test_a_signal_stops_the_apptainer_step_and_the_job_exits_128_plus_n(tmp_path
 
 
 def test_term_goes_to_apptainer_alone_not_to_the_whole_group(tmp_path, sandbox):
-    # The program's own child is in the step's process group: TERM to the group would end
-    # it at once; apptainer passes TERM on to the program only, as docker's init does, and
-    # the rest of the group has the stop timeout.
+    # apptainer passes TERM on to the program only, as docker's init does; what the program
+    # leaves in the step's process group is ended only once the program has.
+    (tmp_path / "program.sh").write_text(PROGRAM)
+    (tmp_path / "child.sh").write_text(CHILD)
     script = start(tmp_path, sandbox, WITH_A_CHILD)
-    wait_until(lambda: step_records(sandbox), "the step to start")
-    (step,) = step_records(sandbox)
-    child = int((tmp_path / "run/child.txt").read_text())
-    try:
-        _, stderr = stop_with(script, signal.SIGTERM)
-        assert script.returncode == 143, stderr
-        assert not alive(step["pid"]) and alive(child)
-        assert os.getpgid(child) == step["pgid"]
-    finally:
-        os.killpg(step["pgid"], signal.SIGKILL)
+    up = tmp_path / "run/up.txt"
+    wait_until(lambda: up.exists() and up.read_text().endswith("\n"), "the step to start")
+    program, child = map(int, up.read_text().split())
+    _, stderr = stop_with(script, signal.SIGTERM)
+    assert script.returncode == 143, stderr
+    wait_until(lambda: not alive(program) and not alive(child), "the step to end")
+    assert (tmp_path / "run/child.txt").read_text() == "after\n"
 
 
 def test_what_ignores_term_is_killed_after_the_stop_timeout(tmp_path, sandbox):
