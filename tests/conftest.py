@@ -156,6 +156,18 @@ def install_stub(path: Path, stub: str, python: Path = Path(sys.executable)) -> 
     path.chmod(0o755)
 
 
+# scontrol for a job on nodes n1 and n2, as job.sh asks it for the first node.
+SCONTROL = "#!/bin/sh\n[ \"$*\" = 'show hostnames n[1-2]' ] && printf 'n1\\nn2\\n'\n"
+
+
+def install_slurm_stubs(box: Sandbox) -> None:
+    """A stub srun with pyxis's options (tests/stubs/srun.py), and scontrol for a job on n1
+    and n2: enough for an enroot job.sh, run as if in a Slurm job."""
+    install_stub(box.bin / "srun", "srun")
+    (box.bin / "scontrol").write_text(SCONTROL)
+    (box.bin / "scontrol").chmod(0o755)
+
+
 def make_sandbox(root: Path, programs: tuple[str, ...] = ("axolotl", "record")) -> Sandbox:
     """A sandbox under `root`: stub engines, and the stub trainer under each name in
     `programs`."""

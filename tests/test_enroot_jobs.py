@@ -12,13 +12,12 @@ import pytest
 
 from compiler.model import RENDEZVOUS_NAMES
 from compiler.normalise import AXOLOTL_ENV
-from tests.conftest import SHELLS, Sandbox, compile_text, install_stub, write_script
+from tests.conftest import SHELLS, Sandbox, compile_text, install_slurm_stubs, write_script
 from tests.test_apptainer_jobs import run_dir_hash
 from tests.test_container_jobs import HOSTILE, json_quote
-from tests.test_env_hostile import CANARY, traced
+from tests.test_env_hostile import CANARY, traced_outputs
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.01-py3"
-SCONTROL = "#!/bin/sh\n[ \"$*\" = 'show hostnames n[1-2]' ] && printf 'n1\\nn2\\n'\n"
 
 
 def run_file(runtime: str = "", rest: str = "", slurm: str = "{}") -> str:
@@ -35,9 +34,7 @@ runtime:
 @pytest.fixture
 def slurm_box(sandbox: Sandbox) -> Sandbox:
     """The sandbox with a stub srun, and scontrol for a job on n1 and n2."""
-    install_stub(sandbox.bin / "srun", "srun")
-    (sandbox.bin / "scontrol").write_text(SCONTROL)
-    (sandbox.bin / "scontrol").chmod(0o755)
+    install_slurm_stubs(sandbox)
     return sandbox
 
 
@@ -114,16 +111,11 @@ def test_hostile_values_reach_the_step_byte_for_byte(tmp_path, slurm_box, shell)
 @pytest.mark.parametrize("shell", SHELLS)
 def test_a_secret_is_passed_by_name_and_shows_nowhere_even_under_sh_x(
         tmp_path, slurm_box, shell, monkeypatch):
-    monkeypatch.setitem(SHELLS, traced(shell), [*SHELLS[shell], "-x"])
     text = compile_text(tmp_path, run_file(rest=AXOLOTL))
     assert "CANARY" not in text
     script = write_script(tmp_path, text)
     env = in_job(slurm_box, HF_TOKEN=CANARY)
-    outputs = []
-    for args in ((), ("--dry-run",), ("--help",)):
-        run = slurm_box.run(script, *args, shell=traced(shell), env=env)
-        assert run.returncode == 0, run.stderr
-        outputs.append(run.stdout + run.stderr)
+    outputs = traced_outputs(script, slurm_box, shell, monkeypatch, env)
     assert not any("CANARY" in output for output in outputs)
     assert not any("CANARY" in " ".join(r["srun"]) for r in sruns(slurm_box))
     assert [s["env"]["HF_TOKEN"] for s in steps(slurm_box)] == [CANARY, CANARY]

@@ -25,6 +25,7 @@ from tests.conftest import (
     SHELLS,
     Sandbox,
     compile_text,
+    install_slurm_stubs,
     install_stub,
     make_sandbox,
     timeless_status,
@@ -57,7 +58,6 @@ def outcome(run, sandbox: Sandbox, run_dir: Path) -> dict:
 
 # The image file and datasets of the apptainer and enroot examples, made to exist here.
 SIF = b"a SIF image"
-SCONTROL = "#!/bin/sh\n[ \"$*\" = 'show hostnames n[1-2]' ] && printf 'n1\\nn2\\n'\n"
 
 
 def example_sandbox(root: Path) -> Sandbox:
@@ -70,9 +70,7 @@ def example_sandbox(root: Path) -> Sandbox:
     (box.home / "images").mkdir()
     (box.home / "images/axolotl-0.19.0.sif").write_bytes(SIF)
     (box.home / "datasets").mkdir()
-    install_stub(box.bin / "srun", "srun")
-    (box.bin / "scontrol").write_text(SCONTROL)
-    (box.bin / "scontrol").chmod(0o755)
+    install_slurm_stubs(box)
     return box
 
 
