@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from compiler.bill import bill_of
 from compiler.normalise import AXOLOTL_ENV
+from compiler.pipeline import compile_files
 from tests.conftest import SHELLS, compile_text, install_stub, write_script
 from tests.test_container_jobs import HOSTILE, json_quote
 from tests.test_env_hostile import CANARY, traced_outputs
@@ -226,3 +228,17 @@ def test_dry_run_prints_what_pastes_back_to_the_same_container(tmp_path, sandbox
     assert real.returncode == 0, real.stderr
     assert from_paste == [(r["argv"], r["container_env"]) for r in real.apptainer_runs]
     assert json.dumps(from_paste).count("it's $secret") == 2
+
+
+def test_the_bill_of_materials_names_the_image_file_apptainers_options_and_mounts(tmp_path):
+    digest = hashlib.sha256(b"SIF image").hexdigest()
+    compile_text(tmp_path, run_file(tmp_path, f"  image_sha256: {digest}\n  mounts: [{{source: "
+                                    "/data, target: /data, readonly: true}]\n",
+                                    "steps: [{name: s, run: [record]}]\n"))
+    bill = bill_of(compile_files([tmp_path / "run.yaml"]).scripts[0].job)
+    assert [(i.reference, i.digest, i.registry) for i in bill.images] == [
+        (f"{tmp_path}/axolotl.sif", f"sha256:{digest}", "a file")]
+    assert [p.option for p in bill.privileges] == [
+        "", "--cleanenv", "--contain", "--no-eval", "--nv"]
+    assert [(m.source, m.target, m.mode) for m in bill.mounts][2:] == [("/data", "/data", "ro")]
+    assert all("axolotl.sif" not in e.purpose for e in bill.egress)

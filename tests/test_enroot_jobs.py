@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from compiler.bill import bill_of
 from compiler.model import RENDEZVOUS_NAMES
 from compiler.normalise import AXOLOTL_ENV
+from compiler.pipeline import compile_files
 from tests.conftest import SHELLS, Sandbox, compile_text, install_slurm_stubs, write_script
 from tests.test_apptainer_jobs import run_dir_hash
 from tests.test_container_jobs import HOSTILE, json_quote
@@ -195,3 +197,12 @@ def test_a_failed_step_fails_the_job_with_its_exit_code(tmp_path, slurm_box):
     assert run.stderr.splitlines()[-1] == "obc: step 1/2 a failed with exit code 7"
     assert json.dumps([s["argv"] for s in steps(slurm_box)]) == '[["--exit", "7"]]'
     assert Path(slurm_box.home / "overbrainer/runs/enr/.obc").is_dir()
+
+
+def test_the_bill_of_materials_names_the_registry_image_and_pyxis_options(tmp_path):
+    compile_text(tmp_path, run_file(rest="steps: [{name: s, run: [record]}]\n"))
+    bill = bill_of(compile_files([tmp_path / "run.yaml"]).scripts[0].job)
+    assert (bill.runtime, [(i.reference, i.registry) for i in bill.images]) == (
+        "enroot", [(IMAGE, "nvcr.io")])
+    assert [p.option for p in bill.privileges] == ["", "--no-container-mount-home"]
+    assert [m.target for m in bill.mounts] == ["/workspace/run", "/workspace/hf-cache"]
