@@ -206,3 +206,17 @@ def test_the_bill_of_materials_names_the_registry_image_and_pyxis_options(tmp_pa
         "enroot", [(IMAGE, "nvcr.io")])
     assert [p.option for p in bill.privileges] == ["", "--no-container-mount-home"]
     assert [m.target for m in bill.mounts] == ["/workspace/run", "/workspace/hf-cache"]
+
+
+def test_require_digests_refuses_an_enroot_image_by_tag(tmp_path, obc, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("run.yaml").write_text(run_file(rest="steps: [{name: s, run: [record]}]\n"))
+    done = obc("compile", "run.yaml", "-o", "out", "--require-digests")
+    assert done.code == 1
+    assert done.stderr.splitlines()[0] == (
+        f"run.yaml:5:10: error: runtime.image: '{IMAGE}' is not pinned by digest; import it "
+        "into a squashfs file (enroot import) and give its path, or, with enroot 4, write "
+        "NAME:TAG@sha256:<digest>")
+    Path("run.yaml").write_text(run_file(rest="steps: [{name: s, run: [record]}]\n")
+                                .replace(IMAGE, "/shared/axolotl.sqsh"))
+    assert obc("compile", "run.yaml", "-o", "out", "--require-digests").code == 0
