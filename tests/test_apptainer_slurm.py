@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from tests.test_apptainer_jobs import run_file
-from tests.test_slurm import output, slurm, submit  # noqa: F401 (slurm is the cluster)
+from tests.test_slurm import output, submit
 
 pytestmark = pytest.mark.slow
 
 
 def test_each_nodes_container_gets_its_gpus_rank_and_the_rendezvous_by_name(
-        slurm, sandbox, tmp_path):  # noqa: F811
+        slurm, sandbox, tmp_path):
     job_id = submit(slurm, sandbox, tmp_path, run_file(tmp_path, rest="""\
 steps:
   - {name: everywhere, run: [record, rank], nodes: all}
