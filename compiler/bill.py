@@ -13,6 +13,7 @@ from typing import Literal
 
 from . import shell
 from .axolotl import ConfigError, read_config
+from .hpc import is_image_file
 from .meaning import snake_case
 from .model import (
     CONTAINER_CACHE_DIR,
@@ -21,7 +22,6 @@ from .model import (
     Container,
     Job,
     Mount,
-    is_image_file,
 )
 from .rules import AXOLOTL_CONFIG_NAME
 from .summary import added_options

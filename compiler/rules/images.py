@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from ..diagnostics import show
-from ..model import is_image_file
+from ..hpc import is_image_file
 from ..resources import run_schema
 from .common import Problem, get
 
