@@ -315,10 +315,9 @@ obc_step_command() {
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   env kill -s TERM -- "$OBC_CHILD" 2>/dev/null
-  # The redirection is around the group: yash would otherwise keep a shell between it and
-  # the killer, holding the job's output open and out of the killer's process group.
-  { setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" "$OBC_CHILD" & } \
-    >/dev/null 2>&1
+  # (In a subshell that execs, as in obc_start: so that $! is the killer's own process.)
+  (exec setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" \
+    "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
   # The killer stays for whatever the program left running.
@@ -624,5 +623,6 @@ obc_exit 0
 #   "checkpoints": null,
 #   "on_signal": null,
 #   "retry": null,
-#   "inputs": "sha256:4ec17b4a455481e0508c5305956cf12be3ed77cb1cb85551e480e9f9036e75df"
+#   "inputs": "sha256:4ec17b4a455481e0508c5305956cf12be3ed77cb1cb85551e480e9f9036e75df",
+#   "sweep": null
 # }

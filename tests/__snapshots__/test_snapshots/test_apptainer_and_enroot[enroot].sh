@@ -294,10 +294,9 @@ obc_step_command() {
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
   env kill -s TERM -- "-$OBC_CHILD" 2>/dev/null
-  # The redirection is around the group: yash would otherwise keep a shell between it and
-  # the killer, holding the job's output open and out of the killer's process group.
-  { setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" "$OBC_CHILD" & } \
-    >/dev/null 2>&1
+  # (In a subshell that execs, as in obc_start: so that $! is the killer's own process.)
+  (exec setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" \
+    "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
   # The killer stays for whatever the program left running.
@@ -610,5 +609,6 @@ obc_exit 0
 #   "checkpoints": null,
 #   "on_signal": null,
 #   "retry": null,
-#   "inputs": "sha256:33504f29be8c39378cd656133c12c1fe0dba591577b881c84478d03a04ce3285"
+#   "inputs": "sha256:33504f29be8c39378cd656133c12c1fe0dba591577b881c84478d03a04ce3285",
+#   "sweep": null
 # }

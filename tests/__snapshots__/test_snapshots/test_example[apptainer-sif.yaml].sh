@@ -344,10 +344,9 @@ obc_step_command() {
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   env kill -s TERM -- "$OBC_CHILD" 2>/dev/null
-  # The redirection is around the group: yash would otherwise keep a shell between it and
-  # the killer, holding the job's output open and out of the killer's process group.
-  { setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" "$OBC_CHILD" & } \
-    >/dev/null 2>&1
+  # (In a subshell that execs, as in obc_start: so that $! is the killer's own process.)
+  (exec setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" \
+    "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
   # The killer stays for whatever the program left running.
@@ -584,6 +583,14 @@ obc_resume() {
   fi
 }
 
+# True while the step's program runs: its process is there, and not a zombie (which it is
+# from its end until the shell waits for it).
+# shellcheck disable=SC2329 # called from the traps
+obc_step_alive() {
+  { read -r OBC_WORD < "/proc/$OBC_CHILD/stat"; } 2>/dev/null || return 1
+  case ${OBC_WORD##*') '} in Z*) return 1 ;; esac
+}
+
 # When the job is told to stop during train: ask Axolotl for a checkpoint (its
 # dynamic_checkpoint trigger file) and wait, up to the grace, for one newer than any before,
 # or for train to end.
@@ -594,7 +601,7 @@ obc_ask_checkpoint() {
   : > "$OBC_CHECKPOINTS"/axolotl_checkpoint.save || return 0
   printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' 45 >&2
   OBC_LEFT=45
-  while [ "$OBC_LEFT" -gt 0 ] && env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+  while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
     OBC_SAVED=$(obc_newest_checkpoint)
     if [ "$OBC_SAVED" -gt "$OBC_NEWEST" ]; then
       printf 'obc: checkpoint-%s saved\n' "$OBC_SAVED" >&2
@@ -815,5 +822,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:16963e04569fec08c959775d3c0a5ce2d2ff218939fbd76e8f643311d37bd5ce"
+#   "inputs": "sha256:16963e04569fec08c959775d3c0a5ce2d2ff218939fbd76e8f643311d37bd5ce",
+#   "sweep": null
 # }
