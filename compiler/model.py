@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .hpc import Apptainer, Enroot
+
 DEFAULT_IMAGE = (
     "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1"
     "@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b"
@@ -256,7 +258,7 @@ class Job:
     source_file: str
     obc_version: str
     description: str | None
-    runtime: Container | Native
+    runtime: Container | Native | Apptainer | Enroot
     gpus: Gpus
     run_dir: str
     # None for a native job that sets no cache dir: Hugging Face then uses its own default.
@@ -301,6 +303,14 @@ class Job:
         return self.runtime if isinstance(self.runtime, Native) else None
 
     @property
+    def apptainer(self) -> Apptainer | None:
+        return self.runtime if isinstance(self.runtime, Apptainer) else None
+
+    @property
+    def enroot(self) -> Enroot | None:
+        return self.runtime if isinstance(self.runtime, Enroot) else None
+
+    @property
     def programs(self) -> tuple[str, ...]:
         """The distinct programs a native job runs, in step order."""
         if self.native is None:
@@ -329,6 +339,12 @@ class Job:
         return tuple(step.name for step in self.steps if step.nodes == "all")
 
     @property
+    def node_tasks(self) -> tuple[str, ...]:
+        """The steps on every node that srun starts as this script's copy with --node-task,
+        which then runs the node's part; for enroot, srun starts the containers itself."""
+        return () if self.enroot else self.node_steps
+
+    @property
     def gpu_args(self) -> tuple[str, ...]:
         """The engine options that give the container its GPUs (SPEC §4.3)."""
         if self.container is None:
@@ -347,7 +363,8 @@ class Job:
 
     @property
     def cuda_visible_devices(self) -> str | None:
-        """What a native job sets CUDA_VISIBLE_DEVICES to, or None to leave it alone."""
+        """What a native, apptainer or enroot job sets CUDA_VISIBLE_DEVICES to, or None to
+        leave it alone."""
         if self.gpus == "all":
             return None
         return "" if self.gpus == "none" else ",".join(self.gpus)
@@ -360,3 +377,35 @@ class Job:
             return ()
         gpus = ("CUDA_VISIBLE_DEVICES",) if self.slurm.gpus_per_node else ()
         return gpus + (RENDEZVOUS_NAMES if self.slurm.multi_node else ())
+
+    @property
+    def container_values(self) -> tuple[tuple[str, str], ...]:
+        """What an apptainer or enroot job gives its containers by value: the cache, the
+        env, and the GPUs runtime.gpus selects (HOME is apptainer's --home; enroot's is a
+        folder of the container, since enroot itself finds its data under HOME)."""
+        gpus = self.cuda_visible_devices
+        return ((("HF_HOME", CONTAINER_CACHE_DIR), *self.env)
+                + ((("CUDA_VISIBLE_DEVICES", gpus),) if gpus is not None else ()))
+
+    @property
+    def apptainer_args(self) -> tuple[str, ...]:
+        """The options obc gives `apptainer exec` besides binds, home and working dir:
+        --no-eval always, so that apptainer passes values as they are."""
+        if self.apptainer is None:
+            return ()
+        return ((("--cleanenv",) if self.apptainer.cleanenv else ())
+                + (("--contain",) if self.apptainer.contain else ())
+                + ("--no-eval",) + (("--nv",) if self.gpus != "none" else ()))
+
+    @property
+    def passed_names(self) -> tuple[str, ...]:
+        """Every variable an apptainer or enroot job gives its containers: by value, the
+        W&B run id the script makes, and by name."""
+        run_id = ("WANDB_RUN_ID",) if self.wandb_run_id else ()
+        return (*(name for name, _ in self.container_values), *run_id, *self.container_names)
+
+    @property
+    def container_names(self) -> tuple[str, ...]:
+        """What an apptainer or enroot job gives its containers by name, from the job's own
+        environment: the secrets, and what Slurm or the script set."""
+        return (*(secret.name for secret in self.secrets), *self.slurm_names)

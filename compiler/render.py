@@ -16,7 +16,17 @@ import jinja2
 from . import shell, slurm
 from .diagnostics import ObcError
 from .meaning import record_lines
-from .model import CONTAINER_CACHE_DIR, CONTAINER_HOME, CONTAINER_RUN_DIR, Job, lookup
+from .model import (
+    CONTAINER_CACHE_DIR,
+    CONTAINER_HOME,
+    CONTAINER_RUN_DIR,
+    Apptainer,
+    Container,
+    Enroot,
+    Job,
+    Native,
+    lookup,
+)
 from .resources import data_dir
 from .shell import ShellText
 from .summary import GENERATED_PREFIX, help_lines, usage
@@ -27,6 +37,9 @@ from .sweep import help_lines as sweep_help_lines
 # The signals a job stops on, with their numbers (Linux; the exit code is 128 + the number):
 # always TERM, INT and HUP; and the one Slurm sends before the time limit, if another.
 SIGNAL_NUMBERS = {"HUP": 1, "INT": 2, "USR1": 10, "USR2": 12, "TERM": 15}
+# The template of each runtime; each extends job.sh.j2.
+_TEMPLATES = {Container: "container.sh.j2", Native: "native.sh.j2",
+              Apptainer: "apptainer.sh.j2", Enroot: "enroot.sh.j2"}
 
 
 class UnquotedValueError(TypeError):
@@ -71,6 +84,12 @@ def _expansion(name: str, operator: str = "") -> ShellText:
     return ShellText(f'"${{{name}{operator}}}"')
 
 
+def _value_if_set(name: str) -> ShellText:
+    """`${NAME+"$NAME"}`: the variable's value as one word when it is set, else no word."""
+    inner = _expansion(name)
+    return ShellText(f"${{{name}+{inner}}}")
+
+
 @cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -94,6 +113,7 @@ def _environment() -> jinja2.Environment:
         comment=_comment,
         heredoc=_heredoc,
         expansion=_expansion,
+        value_if_set=_value_if_set,
         sbatch=slurm.sbatch_lines,
     )
     env.globals.update(
@@ -109,7 +129,7 @@ def _environment() -> jinja2.Environment:
 
 def render_job(job: Job) -> str:
     """Return the job.sh of `job`."""
-    template = _environment().get_template(f"{'native' if job.native else 'container'}.sh.j2")
+    template = _environment().get_template(_TEMPLATES[type(job.runtime)])
     lines = help_lines(job)
     header = [f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.", "", *lines]
     text = template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),
