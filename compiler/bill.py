@@ -13,17 +13,17 @@ from typing import Literal
 
 from . import shell
 from .axolotl import ConfigError, read_config
-from .hpc import is_image_file
 from .meaning import snake_case
-from .model import (
+from .model import Job
+from .rules import AXOLOTL_CONFIG_NAME
+from .runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_RUN_DIR,
     INVOKER,
     Container,
-    Job,
     Mount,
+    is_image_file,
 )
-from .rules import AXOLOTL_CONFIG_NAME
 from .summary import added_options
 
 # What each engine option obc adds gives the container; {} is the option's value.

@@ -16,21 +16,15 @@ from .load import CONFIG_FIELD, Path_
 from .model import (
     DEFAULT_IMAGE,
     DEFAULT_STOP_TIMEOUT,
-    INVOKER,
-    Apptainer,
-    Container,
     EmbeddedFile,
-    Enroot,
     Job,
-    Mount,
-    Native,
     Retry,
     Secret,
-    Slurm,
     Step,
     SweepRun,
-    default_signal,
 )
+from .runtimes import INVOKER, Apptainer, Container, Enroot, Mount, Native
+from .slurm import Slurm, default_signal
 
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
 DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"

@@ -16,18 +16,17 @@ import jinja2
 from . import shell, slurm
 from .diagnostics import ObcError
 from .meaning import record_lines
-from .model import (
+from .model import Job, lookup
+from .resources import data_dir
+from .runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_HOME,
     CONTAINER_RUN_DIR,
     Apptainer,
     Container,
     Enroot,
-    Job,
     Native,
-    lookup,
 )
-from .resources import data_dir
 from .shell import ShellText
 from .summary import GENERATED_PREFIX, help_lines, usage
 from .sweep import USAGE as SWEEP_USAGE

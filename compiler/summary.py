@@ -5,13 +5,13 @@ environment, and how it ends."""
 from __future__ import annotations
 
 from . import shell
-from .model import (
+from .model import Job
+from .runtimes import (
     CONTAINER_HOME,
     CONTAINER_RUN_DIR,
     Apptainer,
     Container,
     Enroot,
-    Job,
     Mount,
     Native,
 )

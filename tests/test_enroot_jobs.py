@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from compiler.bill import bill_of
-from compiler.model import RENDEZVOUS_NAMES
 from compiler.normalise import AXOLOTL_ENV
 from compiler.pipeline import compile_files
+from compiler.slurm import RENDEZVOUS_NAMES
 from tests.conftest import SHELLS, Sandbox, compile_text, install_slurm_stubs, write_script
 from tests.test_apptainer_jobs import run_dir_hash
 from tests.test_container_jobs import HOSTILE, json_quote

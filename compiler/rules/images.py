@@ -10,8 +10,8 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from ..diagnostics import show
-from ..hpc import is_image_file
 from ..resources import run_schema
+from ..runtimes import is_image_file
 from .common import Problem, get
 
 _IMAGE = ("runtime", "image")

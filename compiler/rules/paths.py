@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterator
 
 from ..diagnostics import show
-from ..hpc import is_image_file
 from ..load import Path_
+from ..runtimes import is_image_file
 from .common import Problem, get
 from .names import declared_names
 

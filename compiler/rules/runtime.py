@@ -9,7 +9,7 @@ from typing import Any
 
 from ..diagnostics import show
 from ..load import Path_
-from ..model import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR
+from ..runtimes import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR
 from .common import Problem, get
 
 ENGINE_KINDS = ("docker", "podman")

@@ -1,15 +1,71 @@
-"""The runtimes of shared GPU clusters, where docker and podman are rarely allowed: Apptainer
-(or Singularity), and enroot through Slurm's pyxis plugin. Part of the model (model.py)."""
+"""The runtimes a job's steps run in: one variant of the model (model.py) each, rendered by a
+template partial of the same name. Docker and podman (Container) and the machine itself with
+an optional venv (Native); and those of shared GPU clusters, where docker and podman are
+rarely allowed: Apptainer (or Singularity), and enroot through Slurm's pyxis plugin."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Literal
 
-if TYPE_CHECKING:
-    from .model import Mount
+__all__ = [
+    "CONTAINER_CACHE_DIR", "CONTAINER_HOME", "CONTAINER_RUN_DIR", "DOCKER_HUB", "INVOKER",
+    "ROOT", "Apptainer", "Container", "Enroot", "Mount", "Native", "is_image_file",
+]
 
-__all__ = ["DOCKER_HUB", "Apptainer", "Enroot", "is_image_file"]
+CONTAINER_RUN_DIR = "/workspace/run"
+CONTAINER_CACHE_DIR = "/workspace/hf-cache"
+# A container that does not run as root gets a HOME it can write, inside the run dir.
+CONTAINER_HOME = f"{CONTAINER_RUN_DIR}/.obc/home"
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """An extra bind mount into the container."""
+
+    source: str
+    target: str
+    readonly: bool
+
+
+# Who a container's steps run as: the user who starts the job (its uid and gid), root, or
+# an explicit "uid:gid".
+User = str
+INVOKER, ROOT = "invoker", "root"
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """Steps run with `engine run`, one container per step."""
+
+    engine: Literal["docker", "podman"]
+    image: str
+    shm_size: str | None
+    mounts: tuple[Mount, ...]
+    extra_args: tuple[str, ...]
+    user: User = INVOKER
+    # A job on several nodes shares the hosts' network: the rendezvous and NCCL need the
+    # nodes' own addresses.
+    host_network: bool = False
+
+    @property
+    def host_ipc(self) -> bool:
+        """Whether the container shares the host's IPC namespace (and so its /dev/shm): the
+        default, which NCCL and data loaders want; a `shm_size` asks for a private /dev/shm of
+        that size instead (podman refuses the two together, docker ignores the size)."""
+        return self.shm_size is None
+
+    @property
+    def as_root(self) -> bool:
+        return self.user == ROOT
+
+
+@dataclass(frozen=True, slots=True)
+class Native:
+    """Steps run on the machine, their programs found on PATH with `venv/bin` first."""
+
+    venv: str | None
+    env_file: str | None
 
 
 def is_image_file(image: str) -> bool:
