@@ -14,8 +14,16 @@ from typing import Literal
 from . import shell
 from .axolotl import ConfigError, read_config
 from .meaning import snake_case
-from .model import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR, INVOKER, Container, Job
+from .model import Job
 from .rules import AXOLOTL_CONFIG_NAME
+from .runtimes import (
+    CONTAINER_CACHE_DIR,
+    CONTAINER_RUN_DIR,
+    INVOKER,
+    Container,
+    Mount,
+    is_image_file,
+)
 from .summary import added_options
 
 # What each engine option obc adds gives the container; {} is the option's value.
@@ -31,6 +39,11 @@ OPTION_MEANINGS = {
     "--ulimit memlock=-1": "no limit on locked memory",
     "--ulimit stack=67108864": "a 64 MiB stack",
     "--ulimit host": "the host's resource limits",
+    "--cleanenv": "nothing of the job's environment but what obc passes by name",
+    "--contain": "no home, /tmp or /dev of the host (but the GPUs)",
+    "--no-eval": "values passed as they are, never evaluated as shell",
+    "--nv": "the host's NVIDIA driver libraries and GPU devices",
+    "--no-container-mount-home": "the user's home is not mounted",
 }
 HF_OFFLINE_VALUES = ("1", "ON", "YES", "TRUE")
 # Run file engine options that leave a container without a network.
@@ -117,11 +130,12 @@ def bill_of(job: Job) -> Bill:
     return Bill(
         run_file=job.source_file,
         runtime=container.engine if container else snake_case(type(job.runtime).__name__),
-        images=tuple(_image(reference) for reference in _images(job.runtime)),
+        images=tuple(_image(reference, getattr(job.runtime, "image_sha256", None))
+                     for reference in _images(job.runtime)),
         privileges=_privileges(job, container),
         compute=compute(job),
-        mounts=_mounts(job, container),
-        writable=_writable(job, container),
+        mounts=_mounts(job),
+        writable=_writable(job),
         env=job.env,
         secrets=tuple((secret.name, secret.required) for secret in job.secrets),
         egress=_egress(job),
@@ -136,8 +150,10 @@ def _images(runtime: object) -> list[str]:
             for value in [getattr(runtime, field.name)] if isinstance(value, str)]
 
 
-def _image(reference: str) -> Image:
-    name, _, digest = reference.partition("@")
+def _image(reference: str, file_sha256: str | None = None) -> Image:
+    if is_image_file(reference):
+        return Image(reference, file_sha256 and f"sha256:{file_sha256}", "a file")
+    name, _, digest = reference.removeprefix("docker://").partition("@")
     first = name.split("/")[0]
     registry = first if "/" in name and ("." in first or ":" in first or first == "localhost") \
         else "docker.io"
@@ -148,6 +164,10 @@ def _privileges(job: Job, container: Container | None) -> tuple[Privilege, ...]:
     if job.native is not None:
         return (Privilege("", "steps run on the machine as the user who starts the job, with "
                               "all of that user's access (no container)"),)
+    if job.apptainer is not None or job.enroot is not None:
+        options = job.apptainer_args if job.apptainer else ("--no-container-mount-home",)
+        return (Privilege("", "steps run as the user who starts the job"),
+                *(Privilege(option, _meaning(option)) for option in options))
     if container is None:  # a runtime this report does not know yet: the header says more
         return (Privilege("", "see the runtime lines of the script's header"),)
     return (_user(container),
@@ -222,18 +242,25 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def _mounts(job: Job, container: Container | None) -> tuple[BillMount, ...]:
-    if container is None:
+def _runtime_mounts(job: Job) -> tuple[Mount, ...] | None:
+    """The run file's mounts of a runtime with containers (any variant that has them)."""
+    mounts = getattr(job.runtime, "mounts", None)
+    return mounts if isinstance(mounts, tuple) else None
+
+
+def _mounts(job: Job) -> tuple[BillMount, ...]:
+    mounts = _runtime_mounts(job)
+    if mounts is None:
         return ()
     own = [BillMount(job.run_dir, CONTAINER_RUN_DIR, "rw")]
     own += [BillMount(job.cache_dir, CONTAINER_CACHE_DIR, "rw")] if job.cache_dir else []
     return (*own, *(BillMount(m.source, m.target, "ro" if m.readonly else "rw")
-                    for m in container.mounts))
+                    for m in mounts))
 
 
-def _writable(job: Job, container: Container | None) -> tuple[str, ...]:
-    if container is not None:
-        return tuple(mount.source for mount in _mounts(job, container) if mount.mode == "rw")
+def _writable(job: Job) -> tuple[str, ...]:
+    if _runtime_mounts(job) is not None:
+        return tuple(mount.source for mount in _mounts(job) if mount.mode == "rw")
     paths = (job.run_dir, job.cache_dir or "Hugging Face's default cache")
     if job.native is None:
         return paths
@@ -243,7 +270,8 @@ def _writable(job: Job, container: Container | None) -> tuple[str, ...]:
 def _egress(job: Job) -> tuple[Egress, ...]:
     env = dict(job.env)
     found = [Egress(image.registry, f"pulls the image {image.reference} if the machine lacks "
-                    "it") for image in map(_image, _images(job.runtime))]
+                    "it") for image in map(_image, _images(job.runtime))
+             if not is_image_file(image.reference)]
     container = job.container
     if container is not None and set(container.extra_args) & set(NO_NETWORK):
         return tuple(found)  # the steps have no network; only the engine pulls

@@ -101,8 +101,13 @@ def image_problem(source: Source, message: str) -> Diagnostic:
 
 
 def unpinned_images(source: Source, job: Job, lock_file: Path) -> list[Diagnostic]:
-    """The problem `--require-digests` reports: an image neither pinned nor locked."""
-    container = job.container
+    """The problem `--require-digests` reports: an image neither pinned nor locked (an
+    enroot job's registry image is not locked: enroot 3 would not take the digest)."""
+    container, enroot = job.container, job.enroot
+    if enroot is not None and not enroot.image_is_file and not is_pinned(enroot.image):
+        return [image_problem(source, f"{enroot.image!r} is not pinned by digest; import it "
+                                      "into a squashfs file (enroot import) and give its "
+                                      "path, or, with enroot 4, write NAME:TAG@sha256:<digest>")]
     if container is None or is_pinned(container.image):
         return []
     return [image_problem(source, f"{container.image!r} is neither pinned by digest nor "

@@ -20,8 +20,9 @@ import typing
 from functools import cache
 from typing import Any
 
-from .model import Job, Mount
+from .model import Job
 from .provenance import sha256
+from .runtimes import Mount
 
 MAX_SHOWN = 200
 MAX_DEPTH = 16

@@ -9,26 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .runtimes import CONTAINER_CACHE_DIR, Apptainer, Container, Enroot, Native
+from .slurm import RENDEZVOUS_NAMES, Slurm
+
 DEFAULT_IMAGE = (
     "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1"
     "@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b"
 )
 # Seconds a stopped step has between TERM and KILL: a trainer that saves on TERM needs more
-# than the engines' 10 s. And the signal Slurm sends the script before the time limit.
+# than the engines' 10 s.
 DEFAULT_STOP_TIMEOUT = 60
-DEFAULT_SLURM_SIGNAL = "B:TERM@120"
-# With slurm.max_restarts: a signal that scancel and preemption do not send, so that the job
-# can tell the time limit and requeue itself.
-DEFAULT_RESTART_SIGNAL = "B:USR1@120"
-
-
-def default_signal(slurm: dict) -> str:
-    """The signal Slurm sends before the time limit, when the run file names none."""
-    return DEFAULT_RESTART_SIGNAL if "max_restarts" in slurm else DEFAULT_SLURM_SIGNAL
-CONTAINER_RUN_DIR = "/workspace/run"
-CONTAINER_CACHE_DIR = "/workspace/hf-cache"
-# A container that does not run as root gets a HOME it can write, inside the run dir.
-CONTAINER_HOME = f"{CONTAINER_RUN_DIR}/.obc/home"
 
 Gpus = Literal["all", "none"] | tuple[str, ...]
 Nodes = Literal["all", "first"]
@@ -66,55 +56,6 @@ class Secret:
 
 
 @dataclass(frozen=True, slots=True)
-class Mount:
-    """An extra bind mount into the container."""
-
-    source: str
-    target: str
-    readonly: bool
-
-
-# Who a container's steps run as: the user who starts the job (its uid and gid), root, or
-# an explicit "uid:gid".
-User = str
-INVOKER, ROOT = "invoker", "root"
-
-
-@dataclass(frozen=True, slots=True)
-class Container:
-    """Steps run with `engine run`, one container per step."""
-
-    engine: Literal["docker", "podman"]
-    image: str
-    shm_size: str | None
-    mounts: tuple[Mount, ...]
-    extra_args: tuple[str, ...]
-    user: User = INVOKER
-    # A job on several nodes shares the hosts' network: the rendezvous and NCCL need the
-    # nodes' own addresses.
-    host_network: bool = False
-
-    @property
-    def host_ipc(self) -> bool:
-        """Whether the container shares the host's IPC namespace (and so its /dev/shm): the
-        default, which NCCL and data loaders want; a `shm_size` asks for a private /dev/shm of
-        that size instead (podman refuses the two together, docker ignores the size)."""
-        return self.shm_size is None
-
-    @property
-    def as_root(self) -> bool:
-        return self.user == ROOT
-
-
-@dataclass(frozen=True, slots=True)
-class Native:
-    """Steps run on the machine, their programs found on PATH with `venv/bin` first."""
-
-    venv: str | None
-    env_file: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class Checkpoints:
     """Where Axolotl's train step writes its checkpoint-N folders: its output_dir as the
     trainer sees it (relative to the run dir, or absolute in its container), and where the
@@ -144,85 +85,6 @@ class Retry:
 
     exit_codes: tuple[int, ...]
     max: int
-
-
-# The variables a multi-node job exports to every step (README, "Running on Slurm").
-RENDEZVOUS_NAMES = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE")
-
-
-@dataclass(frozen=True, slots=True)
-class Slurm:
-    """How the script asks Slurm for its resources; None fields are left to the site."""
-
-    job_name: str
-    output: str
-    signal: str
-    requeue: bool
-    nodes: int
-    gpus_per_node: int | None
-    cpus_per_task: int | None
-    partition: str | None
-    account: str | None
-    qos: str | None
-    time: str | None
-    mem: str | None
-    constraint: str | None
-    rendezvous_port: int
-    extra: tuple[str, ...]
-    # How many times the job may requeue itself at the time limit; and whether it may
-    # requeue itself at all (at the time limit, or to retry a step).
-    max_restarts: int | None
-    requeues_itself: bool
-    # With nodes > 1: the step launched with torchrun across the nodes (Axolotl's train), if
-    # any.
-    torchrun_step: str | None
-
-    @property
-    def multi_node(self) -> bool:
-        return self.nodes > 1
-
-    @property
-    def restartable(self) -> bool:
-        """Whether the job may run again from the top with the same job id: Slurm requeues
-        it after preemption, or it requeues itself at the time limit."""
-        return self.requeue or self.requeues_itself
-
-    @property
-    def time_limit_signal(self) -> bool:
-        """Whether the signal means only the time limit (USR1, USR2), which scancel and
-        preemption do not send: the job may then requeue itself on it."""
-        return self.signal_name in ("USR1", "USR2")
-
-    @property
-    def signal_name(self) -> str:
-        """The signal Slurm sends the script before the time limit: `B:USR1@300` → USR1."""
-        return self.signal.rpartition(":")[2].partition("@")[0].removeprefix("SIG")
-
-    @property
-    def signal_lead(self) -> int:
-        """How many seconds before the time limit it comes (Slurm's default is 60)."""
-        _, at, seconds = self.signal.partition("@")
-        return int(seconds) if at else 60
-
-    @property
-    def directives(self) -> tuple[str, ...]:
-        """The sbatch options, in a fixed order: what the job is, where it runs, what it gets,
-        how it ends; then the run file's own extras."""
-        options = [("job-name", self.job_name), ("output", self.output),
-                   ("partition", self.partition), ("account", self.account),
-                   ("qos", self.qos), ("time", self.time), ("nodes", str(self.nodes)),
-                   ("ntasks-per-node", "1"),
-                   ("gpus-per-node", _optional(self.gpus_per_node)),
-                   ("cpus-per-task", _optional(self.cpus_per_task)), ("mem", self.mem),
-                   ("constraint", self.constraint), ("signal", self.signal)]
-        lines = [f"--{name}={value}" for name, value in options if value is not None]
-        # A requeued job appends to its log rather than starting it again.
-        lines += ["--requeue", "--open-mode=append"] if self.restartable else ["--no-requeue"]
-        return (*lines, *self.extra)
-
-
-def _optional(number: int | None) -> str | None:
-    return None if number is None else str(number)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +118,7 @@ class Job:
     source_file: str
     obc_version: str
     description: str | None
-    runtime: Container | Native
+    runtime: Container | Native | Apptainer | Enroot
     gpus: Gpus
     run_dir: str
     # None for a native job that sets no cache dir: Hugging Face then uses its own default.
@@ -301,6 +163,14 @@ class Job:
         return self.runtime if isinstance(self.runtime, Native) else None
 
     @property
+    def apptainer(self) -> Apptainer | None:
+        return self.runtime if isinstance(self.runtime, Apptainer) else None
+
+    @property
+    def enroot(self) -> Enroot | None:
+        return self.runtime if isinstance(self.runtime, Enroot) else None
+
+    @property
     def programs(self) -> tuple[str, ...]:
         """The distinct programs a native job runs, in step order."""
         if self.native is None:
@@ -329,6 +199,12 @@ class Job:
         return tuple(step.name for step in self.steps if step.nodes == "all")
 
     @property
+    def node_tasks(self) -> tuple[str, ...]:
+        """The steps on every node that srun starts as this script's copy with --node-task,
+        which then runs the node's part; for enroot, srun starts the containers itself."""
+        return () if self.enroot else self.node_steps
+
+    @property
     def gpu_args(self) -> tuple[str, ...]:
         """The engine options that give the container its GPUs (SPEC §4.3)."""
         if self.container is None:
@@ -347,7 +223,8 @@ class Job:
 
     @property
     def cuda_visible_devices(self) -> str | None:
-        """What a native job sets CUDA_VISIBLE_DEVICES to, or None to leave it alone."""
+        """What a native, apptainer or enroot job sets CUDA_VISIBLE_DEVICES to, or None to
+        leave it alone."""
         if self.gpus == "all":
             return None
         return "" if self.gpus == "none" else ",".join(self.gpus)
@@ -360,3 +237,35 @@ class Job:
             return ()
         gpus = ("CUDA_VISIBLE_DEVICES",) if self.slurm.gpus_per_node else ()
         return gpus + (RENDEZVOUS_NAMES if self.slurm.multi_node else ())
+
+    @property
+    def container_values(self) -> tuple[tuple[str, str], ...]:
+        """What an apptainer or enroot job gives its containers by value: the cache, the
+        env, and the GPUs runtime.gpus selects (HOME is apptainer's --home; enroot's is a
+        folder of the container, since enroot itself finds its data under HOME)."""
+        gpus = self.cuda_visible_devices
+        return ((("HF_HOME", CONTAINER_CACHE_DIR), *self.env)
+                + ((("CUDA_VISIBLE_DEVICES", gpus),) if gpus is not None else ()))
+
+    @property
+    def apptainer_args(self) -> tuple[str, ...]:
+        """The options obc gives `apptainer exec` besides binds, home and working dir:
+        --no-eval always, so that apptainer passes values as they are."""
+        if self.apptainer is None:
+            return ()
+        return ((("--cleanenv",) if self.apptainer.cleanenv else ())
+                + (("--contain",) if self.apptainer.contain else ())
+                + ("--no-eval",) + (("--nv",) if self.gpus != "none" else ()))
+
+    @property
+    def passed_names(self) -> tuple[str, ...]:
+        """Every variable an apptainer or enroot job gives its containers: by value, the
+        W&B run id the script makes, and by name."""
+        run_id = ("WANDB_RUN_ID",) if self.wandb_run_id else ()
+        return (*(name for name, _ in self.container_values), *run_id, *self.container_names)
+
+    @property
+    def container_names(self) -> tuple[str, ...]:
+        """What an apptainer or enroot job gives its containers by name, from the job's own
+        environment: the secrets, and what Slurm or the script set."""
+        return (*(secret.name for secret in self.secrets), *self.slurm_names)

@@ -16,19 +16,15 @@ from .load import CONFIG_FIELD, Path_
 from .model import (
     DEFAULT_IMAGE,
     DEFAULT_STOP_TIMEOUT,
-    INVOKER,
-    Container,
     EmbeddedFile,
     Job,
-    Mount,
-    Native,
     Retry,
     Secret,
-    Slurm,
     Step,
     SweepRun,
-    default_signal,
 )
+from .runtimes import INVOKER, Apptainer, Container, Enroot, Mount, Native
+from .slurm import Slurm, default_signal
 
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
 DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"
@@ -109,17 +105,26 @@ def _retry(retry: dict[str, Any] | None) -> Retry | None:
 
 
 def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,
-             multi_node: bool) -> Container | Native:
-    if runtime["kind"] == "native":
+             multi_node: bool) -> Container | Native | Apptainer | Enroot:
+    kind = runtime["kind"]
+    if kind == "native":
         return Native(venv=runtime.get("venv"), env_file=runtime.get("env_file"))
+    mounts = tuple(Mount(m["source"], m["target"], m.get("readonly", False))
+                   for m in runtime.get("mounts", ()))
+    if kind == "apptainer":
+        return Apptainer(image=runtime["image"], image_sha256=runtime.get("image_sha256"),
+                         mounts=mounts, cleanenv=runtime.get("cleanenv", True),
+                         contain=runtime.get("contain", True))
+    if kind == "enroot":
+        return Enroot(image=runtime["image"], image_sha256=runtime.get("image_sha256"),
+                      mounts=mounts, enroot_version=runtime.get("enroot_version", 3))
     image = runtime.get("image", DEFAULT_IMAGE)
     return Container(
-        engine=runtime["kind"],
+        engine=kind,
         # A locked tag keeps its name for the reader and gains the digest the engine pulls.
         image=f"{image}@{digests[image]}" if image in digests else image,
         shm_size=runtime.get("shm_size"),
-        mounts=tuple(Mount(m["source"], m["target"], m.get("readonly", False))
-                     for m in runtime.get("mounts", ())),
+        mounts=mounts,
         extra_args=tuple(runtime.get("extra_args", ())),
         user=str(runtime.get("user", INVOKER)),
         host_network=multi_node,

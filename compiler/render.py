@@ -20,8 +20,17 @@ import jinja2.bccache
 from . import shell, slurm
 from .diagnostics import ObcError
 from .meaning import record_lines
-from .model import CONTAINER_CACHE_DIR, CONTAINER_HOME, CONTAINER_RUN_DIR, Job, lookup
+from .model import Job, lookup
 from .resources import data_dir
+from .runtimes import (
+    CONTAINER_CACHE_DIR,
+    CONTAINER_HOME,
+    CONTAINER_RUN_DIR,
+    Apptainer,
+    Container,
+    Enroot,
+    Native,
+)
 from .shell import ShellText
 from .summary import GENERATED_PREFIX, help_lines, usage
 from .sweep import USAGE as SWEEP_USAGE
@@ -31,6 +40,9 @@ from .sweep import help_lines as sweep_help_lines
 # The signals a job stops on, with their numbers (Linux; the exit code is 128 + the number):
 # always TERM, INT and HUP; and the one Slurm sends before the time limit, if another.
 SIGNAL_NUMBERS = {"HUP": 1, "INT": 2, "USR1": 10, "USR2": 12, "TERM": 15}
+# The template of each runtime; each extends job.sh.j2.
+_TEMPLATES = {Container: "container.sh.j2", Native: "native.sh.j2",
+              Apptainer: "apptainer.sh.j2", Enroot: "enroot.sh.j2"}
 
 
 class UnquotedValueError(TypeError):
@@ -152,6 +164,12 @@ def _expansion(name: str, operator: str = "") -> ShellText:
     return ShellText(f'"${{{name}{operator}}}"')
 
 
+def _value_if_set(name: str) -> ShellText:
+    """`${NAME+"$NAME"}`: the variable's value as one word when it is set, else no word."""
+    inner = _expansion(name)
+    return ShellText(f"${{{name}+{inner}}}")
+
+
 class _TemplateCache(jinja2.FileSystemBytecodeCache):
     """Jinja's compiled templates, kept in obc's cache (by Jinja's own key and a checksum of
     the template): compiling them is most of a first render. One that cannot be stored or
@@ -198,6 +216,7 @@ def _environment() -> jinja2.Environment:
         comment=_comment_filter,
         heredoc=_heredoc_filter,
         expansion=_expansion,
+        value_if_set=_value_if_set,
         sbatch=_sbatch_filter,
     )
     env.globals.update(
@@ -213,7 +232,7 @@ def _environment() -> jinja2.Environment:
 
 def render_job(job: Job, printer: Printer = _REAL) -> str:
     """Return the job.sh of `job`, its values written by `printer`."""
-    template = _environment().get_template(f"{'native' if job.native else 'container'}.sh.j2")
+    template = _environment().get_template(_TEMPLATES[type(job.runtime)])
     lines = help_lines(job)
     header = [f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.", "", *lines]
     text = template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),

@@ -11,7 +11,8 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from .axolotl import AXOLOTL_CONFIG_NAME, DEFAULT_OUTPUT_DIR, TRIGGER_FILE, read_config
-from .model import CONTAINER_RUN_DIR, Checkpoints, EmbeddedFile, Mount, OnSignal, Step
+from .model import Checkpoints, EmbeddedFile, OnSignal, Step
+from .runtimes import CONTAINER_RUN_DIR, Mount
 
 # Step name and Axolotl command, in the order they run.
 AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))

@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # imported when there is an error to explain: it is slow to i
 
 # Keys and values that later versions of the format will give a meaning.
 NOT_SUPPORTED_YET = {("extends",)}
-KINDS_NOT_SUPPORTED_YET = {"apptainer"}
 
 
 def _fullmatch_pattern(validator: Any, pattern: str, instance: Any, schema: dict) -> Iterator:
@@ -175,7 +174,7 @@ def _alternatives(source: Source, error: ValidationError, hint: str | None) -> \
 
 def _simple_message(path: Path_, keyword: str, error: ValidationError) -> str:
     if keyword == "enum":
-        return _enum_message(path, error.instance, error.validator_value)
+        return _enum_message(error.instance, error.validator_value)
     if keyword == "const" and path == ("version",):
         return _version_message(error.instance, error.validator_value)
     if keyword == "const":
@@ -184,9 +183,7 @@ def _simple_message(path: Path_, keyword: str, error: ValidationError) -> str:
     return _MESSAGES.get(keyword, lambda error: error.message)(error)
 
 
-def _enum_message(path: Path_, instance: Any, choices: list) -> str:
-    if path == ("runtime", "kind") and instance in KINDS_NOT_SUPPORTED_YET:
-        return f"'{instance}' is not supported yet by this obc"
+def _enum_message(instance: Any, choices: list) -> str:
     suggestion = did_you_mean(instance, choices) if isinstance(instance, str) else ""
     return f"{show(instance)} is not one of {', '.join(map(str, choices))}{suggestion}"
 

@@ -82,6 +82,10 @@ class Run:
         return [r for r in self.records if "engine" in r and r["argv"][1] == "run"]
 
     @property
+    def apptainer_runs(self) -> list[dict]:
+        return [r for r in self.records if "apptainer" in r]
+
+    @property
     def steps(self) -> list[dict]:
         return [r for r in self.records if "program" in r]
 
@@ -106,7 +110,8 @@ def untimed(stderr: str) -> list[str]:
 
 @dataclass
 class Sandbox:
-    """A folder with stub `docker`, `podman` and trainer programs, and a HOME for the job."""
+    """A folder with stub `docker`, `podman`, `apptainer` and trainer programs, and a HOME
+    for the job."""
 
     root: Path
 
@@ -161,6 +166,18 @@ def install_stub(path: Path, stub: str, python: Path = Path(sys.executable)) -> 
     path.chmod(0o755)
 
 
+# scontrol for a job on nodes n1 and n2, as job.sh asks it for the first node.
+SCONTROL = "#!/bin/sh\n[ \"$*\" = 'show hostnames n[1-2]' ] && printf 'n1\\nn2\\n'\n"
+
+
+def install_slurm_stubs(box: Sandbox) -> None:
+    """A stub srun with pyxis's options (tests/stubs/srun.py), and scontrol for a job on n1
+    and n2: enough for an enroot job.sh, run as if in a Slurm job."""
+    install_stub(box.bin / "srun", "srun")
+    (box.bin / "scontrol").write_text(SCONTROL)
+    (box.bin / "scontrol").chmod(0o755)
+
+
 def make_sandbox(root: Path, programs: tuple[str, ...] = ("axolotl", "record")) -> Sandbox:
     """A sandbox under `root`: stub engines, and the stub trainer under each name in
     `programs`."""
@@ -169,6 +186,7 @@ def make_sandbox(root: Path, programs: tuple[str, ...] = ("axolotl", "record")) 
         folder.mkdir(parents=True, exist_ok=True)
     for engine in ("docker", "podman"):
         install_stub(box.bin / engine, "engine")
+    install_stub(box.bin / "apptainer", "apptainer")
     for program in programs:
         install_stub(box.bin / program, "record")
     return box

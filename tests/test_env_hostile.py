@@ -36,17 +36,23 @@ def traced(shell: str) -> str:
     return f"{shell}-x"
 
 
-@pytest.mark.parametrize("shell", SHELLS)
-def test_a_secret_appears_nowhere_but_in_the_step_environment_even_under_sh_x(
-        script, sandbox, shell, monkeypatch):
+def traced_outputs(script, sandbox, shell: str, monkeypatch, env: dict[str, str]) -> list[str]:
+    """What the job, its --dry-run and its --help print under `shell -x`, each run once."""
     monkeypatch.setitem(SHELLS, traced(shell), [*SHELLS[shell], "-x"])
-    env = sandbox.env(HF_TOKEN=CANARY, WANDB_API_KEY=CANARY + "2")
     outputs = []
     for args in ((), ("--dry-run",), ("--help",)):
         run = sandbox.run(script, *args, shell=traced(shell), env=env)
         assert run.returncode == 0, run.stderr
         assert "+" in run.stderr or args == ("--help",)  # it was traced
         outputs.append(run.stdout + run.stderr)
+    return outputs
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_secret_appears_nowhere_but_in_the_step_environment_even_under_sh_x(
+        script, sandbox, shell, monkeypatch):
+    outputs = traced_outputs(script, sandbox, shell, monkeypatch,
+                             sandbox.env(HF_TOKEN=CANARY, WANDB_API_KEY=CANARY + "2"))
     assert not any("CANARY" in output for output in outputs)
     records = sandbox.records()
     assert not any("CANARY" in " ".join(r["argv"]) for r in records)

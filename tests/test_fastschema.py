@@ -21,8 +21,13 @@ TRICKY = st.sampled_from([
     True, False, None, 0, 1, -1, 1.0, 1.5, 2**40, "", "x", "run1\n", "\u0663", "docker",
     "all", "none", "/abs", "~/x", "~", "16g", "--x", "B:TERM@60", [], {}, ["x"], [1, 1],
     [0, "1"], {"name": "HF_TOKEN"}, {"name": "A", "required": "yes"}, {"x": 1},
-    {"source": "/a", "target": "/b"}, {"name": "s", "run": ["x"]},
+    {"source": "/a", "target": "/b"}, {"name": "s", "run": ["x"]}, 3, 4, "apptainer",
+    "enroot", "/i.sif", "~/i.sqsh", "${IMAGES}/i.sqsh", "docker://a/b@sha256:" + "0" * 64,
+    "0" * 64, "A" * 64,
 ])
+# Keys added to a mapping: unknown ones, and the runtime's that some kinds take.
+KEYS = ["x", "kind", "name", "a-b", "x-y", "image_sha256", "cleanenv", "contain",
+        "enroot_version"]
 
 
 def paths(value: Any, prefix: tuple = ()) -> list[tuple]:
@@ -55,8 +60,7 @@ def documents(draw) -> Any:
         elif action == "remove":
             del holder[last]
         elif isinstance(holder[last], dict):
-            holder[last][draw(st.sampled_from(["x", "kind", "name", "a-b", "x-y"]))] = \
-                copy.deepcopy(draw(TRICKY))
+            holder[last][draw(st.sampled_from(KEYS))] = copy.deepcopy(draw(TRICKY))
         elif isinstance(holder[last], list):
             holder[last].append(copy.deepcopy(draw(TRICKY)))
     return document

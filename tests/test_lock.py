@@ -304,8 +304,8 @@ def test_lock_and_compile_report_problems_of_their_inputs_and_write_nothing(obc)
     write_run("a", "team/trainer:1", kind="dokcer")
     done = obc("lock", "runs")
     assert (done.code, done.stderr.splitlines()[0]) == (1, (
-        "runs/a.yaml:4:9: error: runtime.kind: 'dokcer' is not one of docker, podman, native; "
-        "did you mean 'docker'?"))
+        "runs/a.yaml:4:9: error: runtime.kind: 'dokcer' is not one of docker, podman, apptainer, "
+        "enroot, native; did you mean 'docker'?"))
     assert not LOCK.exists()
     write_run("a", "team/trainer:1")
     LOCK.write_text("team/trainer:1 sha256:abc\n")

@@ -33,6 +33,9 @@ PATH = LINE.map(lambda v: "p" + v if not v or (v.startswith("~") and v[:2] not i
                 else v)
 PROGRAM = LINE.map(lambda v: v.replace("=", "") or "p")
 MOUNT = LINE.map(lambda v: "/" + re.sub("[:,]", "", v))
+# An image file (apptainer's SIF, enroot's squashfs) is any line after `/`, `~/` or `${NAME}/`.
+IMAGE_FILE = st.tuples(st.sampled_from(["/", "~/", "${SHARED}/"]), LINE).map("".join)
+SHA256 = st.sampled_from(["0" * 64, "0123456789abcdef" * 4])
 RETRY = st.fixed_dictionaries({"on_exit_codes": st.lists(st.integers(1, 255), min_size=1,
                                                         max_size=3, unique=True),
                                 "max": st.integers(1, 100)})
@@ -48,15 +51,8 @@ NAME = st.sampled_from(["shape", "wait", "ls", "do", "a.b-1", "x_2"])
 @st.composite
 def run_files(draw) -> tuple[dict, str]:
     """A run file whose every free-text field holds hostile values, and an embedded file."""
-    kind = draw(st.sampled_from(["docker", "podman", "native"]))
-    runtime: dict = {"kind": kind}
-    if kind == "native":
-        runtime |= draw(st.fixed_dictionaries({}, optional={"venv": PATH, "env_file": PATH}))
-    else:
-        runtime |= draw(st.fixed_dictionaries({}, optional={
-            "mounts": st.lists(st.fixed_dictionaries({"source": MOUNT, "target": MOUNT}),
-                               max_size=2),
-            "extra_args": st.lists(VALUE.map(lambda v: "-" + v), max_size=2)}))
+    kind = draw(st.sampled_from(["docker", "podman", "apptainer", "enroot", "native"]))
+    runtime: dict = {"kind": kind, **draw(_runtime_options(kind))}
     steps = draw(st.lists(st.tuples(NAME.filter(lambda n: "." not in n), PROGRAM,
                                     st.lists(VALUE, max_size=3)),
                           min_size=1, max_size=3, unique_by=lambda step: step[0]))
@@ -70,6 +66,8 @@ def run_files(draw) -> tuple[dict, str]:
         **draw(st.fixed_dictionaries({}, optional={"retry": RETRY, "slurm": SLURM,
                                                    "stop_timeout": st.integers(1, 600)})),
     }
+    if kind == "enroot":  # its steps are srun steps
+        data.setdefault("slurm", {})
     if draw(st.booleans()):
         data["steps"] = [{"name": name, "run": [program, *args]}
                          for name, program, args in steps]
@@ -79,6 +77,21 @@ def run_files(draw) -> tuple[dict, str]:
                        "learning_rate": 2e-4},
             "args": draw(st.lists(VALUE, max_size=2)), "merge": draw(st.booleans())}}
     return data, draw(VALUE)
+
+
+def _runtime_options(kind: str) -> st.SearchStrategy[dict]:
+    if kind == "native":
+        return st.fixed_dictionaries({}, optional={"venv": PATH, "env_file": PATH})
+    mounts = st.lists(st.fixed_dictionaries({"source": MOUNT, "target": MOUNT}), max_size=2)
+    if kind == "apptainer":
+        return st.fixed_dictionaries({"image": IMAGE_FILE}, optional={
+            "image_sha256": SHA256, "mounts": mounts, "cleanenv": st.booleans(),
+            "contain": st.booleans()})
+    if kind == "enroot":
+        return st.fixed_dictionaries({"image": IMAGE_FILE}, optional={
+            "image_sha256": SHA256, "mounts": mounts, "enroot_version": st.integers(3, 4)})
+    return st.fixed_dictionaries({}, optional={
+        "mounts": mounts, "extra_args": st.lists(VALUE.map(lambda v: "-" + v), max_size=2)})
 
 
 # obc's file-wide `# shellcheck disable=...` lines, which hide the codes values can raise.
@@ -96,6 +109,7 @@ def test_every_code_a_script_gets_its_shape_gets(run, tmp_path_factory):
     built = build_jobs(root / "run.yaml", {})
     assume(built.jobs)  # a value the schema refuses: nothing to check
     ((_, job),) = built.jobs
+    event(f"runtime: {data['runtime']['kind']}")
     event(f"checkpoints: {job.checkpoints is not None}, slurm: {job.slurm is not None}, "
           f"retry: {job.retry is not None}")
     text = render_job(job)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from hashlib import sha256
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from tests.conftest import (
     SHELLS,
     Sandbox,
     compile_text,
+    install_slurm_stubs,
     install_stub,
     make_sandbox,
     timeless_status,
@@ -54,11 +56,21 @@ def outcome(run, sandbox: Sandbox, run_dir: Path) -> dict:
             "records": records, "files": files}
 
 
+# The image file and datasets of the apptainer and enroot examples, made to exist here.
+SIF = b"a SIF image"
+
+
 def example_sandbox(root: Path) -> Sandbox:
-    """A sandbox with the stubs, and a venv at ~/venvs/axolotl as native-venv expects."""
+    """A sandbox with the stubs, a venv at ~/venvs/axolotl as native-venv expects, the image
+    and datasets the apptainer and enroot examples name, and srun and scontrol for a job on
+    two nodes (used only where SLURM_JOB_ID is set)."""
     box = make_sandbox(root, programs=("axolotl", "record", "python"))
     (box.home / "venvs/axolotl/bin").mkdir(parents=True)
     install_stub(box.home / "venvs/axolotl/bin/axolotl", "record")
+    (box.home / "images").mkdir()
+    (box.home / "images/axolotl-0.19.0.sif").write_bytes(SIF)
+    (box.home / "datasets").mkdir()
+    install_slurm_stubs(box)
     return box
 
 
@@ -78,9 +90,14 @@ def test_every_example_runs_alike_in_every_shell(example, tmp_path):
     text = source.read_text()
     # Paths of the examples' clusters, made to exist here.
     for theirs, ours in (("/etc/overbrainer/job.env", str(env_file)),
-                         ("/shared/venvs/axolotl", "~/venvs/axolotl")):
+                         ("/shared/venvs/axolotl", "~/venvs/axolotl"),
+                         ("/shared/images/", "~/images/"), ("/shared/datasets", "~/datasets")):
         text = text.replace(theirs, ours)
+    text = re.sub("image_sha256: [0-9a-f]{64}", f"image_sha256: {sha256(SIF).hexdigest()}", text)
     source.write_text(text)
+    # An enroot job runs in a Slurm job only: this one is job 42, on n1 and n2.
+    in_job = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NUM_NODES": "2"} \
+        if "kind: enroot" in text else {}
     result = compile_files([source], out=tmp_path / "out")
     assert not result.diagnostics, [d.text() for d in result.diagnostics]
     script = write_script(tmp_path, result.scripts[0].text)
@@ -95,7 +112,7 @@ def test_every_example_runs_alike_in_every_shell(example, tmp_path):
         run = box.run(script, "--run-dir", str(run_dir), "--cache-dir", str(tmp_path / "cache"),
                       shell=shell, env=login_env(box, HF_TOKEN="hf_x", WANDB_API_KEY="w",
                                                  HOME=str(tmp_path / "home"),
-                                                 SCRATCH=str(tmp_path / "home")))
+                                                 SCRATCH=str(tmp_path / "home"), **in_job))
         outcomes[shell] = outcome(run, box, run_dir)
     assert outcomes["dash"]["code"] == 0, outcomes["dash"]["stderr"]
     assert outcomes["dash"]["records"], "no step ran"

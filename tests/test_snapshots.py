@@ -46,3 +46,22 @@ runtime: {{kind: {kind}, gpus: {gpus}}}
 trainer: {{axolotl: {{config: {{base_model: x}}}}}}
 """)
     assert text == script_snapshot
+
+
+@pytest.mark.parametrize("runtime", [
+    "{kind: apptainer, image: '${IMAGES}/axolotl.sif', cleanenv: false}",
+    "{kind: enroot, image: /shared/axolotl.sqsh, image_sha256: "
+    "9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b}",
+], ids=["apptainer", "enroot"])
+def test_apptainer_and_enroot(runtime, script_snapshot, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = compile_text(Path("."), f"""\
+version: 1
+id: hpc
+runtime: {runtime}
+steps: [{{name: eval, run: [python, -m, eval, --out, "results dir"]}}]
+env: {{WANDB_PROJECT: "a,b"}}
+secrets: [HF_TOKEN]
+slurm: {{gpus_per_node: 2}}
+""")
+    assert text == script_snapshot

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from . import engine_options, names, paths, runtime, slurm, steps, stop, system_limits
+from . import engine_options, images, names, paths, runtime, slurm, steps, stop, system_limits
 from .common import Problem, get
 from .steps import AXOLOTL_CONFIG_NAME
 
@@ -23,6 +23,7 @@ def check(data: Any) -> Iterator[Problem]:
     kind = get(data, "runtime", "kind")
     yield from steps.check(data)
     yield from runtime.check(data, kind)
+    yield from images.check(data, kind)
     yield from names.check(data, kind)
     yield from slurm.check(data)
     yield from paths.check(data)

@@ -77,20 +77,36 @@ def _reserved(name: str, kind: Any, data: dict) -> str | None:
     if name.upper().startswith("OBC_"):
         return "names starting with OBC_ (in any case) belong to the job script"
     containers, native = kind in CONTAINER_KINDS, kind == "native"
+    # The runtimes where obc sets CUDA_VISIBLE_DEVICES from runtime.gpus.
+    sets_gpus = kind in ("native", "apptainer", "enroot")
     gpus = get(data, "runtime", "gpus")
     reserved = {
         "HF_HOME": (containers or get(data, "paths", "cache_dir"),
                     "the job sets it to the cache dir; set paths.cache_dir instead"),
-        "HOME": (containers and get(data, "runtime", "user") in (None, "invoker"),
+        "HOME": (kind != "enroot" and containers
+                 and get(data, "runtime", "user") in (None, "invoker"),
                  "the job sets it to a folder in the run dir that the steps' user can write"),
         "PATH": (native, "the job sets it from runtime.venv and the PATH it starts with; use "
                  "runtime.venv, or set PATH in runtime.env_file"),
         "VIRTUAL_ENV": (native, "the job sets it from runtime.venv"),
-        "CUDA_VISIBLE_DEVICES": (native and gpus not in (None, "all"),
+        "CUDA_VISIBLE_DEVICES": (sets_gpus and gpus not in (None, "all"),
                                  "runtime.gpus sets it; change runtime.gpus instead"),
+        # apptainer reads APPTAINERENV_PREPEND_PATH and _APPEND_PATH as changes to PATH.
+        **dict.fromkeys(("PREPEND_PATH", "APPEND_PATH"), (
+            kind == "apptainer", "apptainer reads it as a change to PATH, not as a variable; "
+            "set PATH instead")),
     }
     applies, reason = reserved.get(name, (False, ""))
+    if kind == "enroot" and (name == "HOME" or name.startswith(_ENROOT_SETTINGS)):
+        return _ENROOT_READS
     return reason if applies else None
+
+
+# pyxis runs enroot on the node with the job's environment: enroot finds its configuration,
+# credentials and containers under HOME, and pyxis and enroot take settings from these.
+_ENROOT_SETTINGS = ("PYXIS_", "ENROOT_")
+_ENROOT_READS = ("pyxis and enroot read it on the node, where it would change how the "
+                 "container is made (HOME: where enroot keeps its configuration and data)")
 
 
 def _credentials(data: dict) -> Iterator[Problem]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from ..diagnostics import show
 from ..load import Path_
+from ..runtimes import is_image_file
 from .common import Problem, get
 from .names import declared_names
 
@@ -27,6 +28,9 @@ def _path_fields(data: dict) -> Iterator[tuple[Path_, str]]:
         value = get(data, *keys)
         if isinstance(value, str):
             yield keys, value
+    image = get(data, "runtime", "image")
+    if isinstance(image, str) and is_image_file(image):
+        yield ("runtime", "image"), image
     mounts = get(data, "runtime", "mounts")
     for i, mount in enumerate(mounts if isinstance(mounts, list) else ()):
         source = get(mount, "source")

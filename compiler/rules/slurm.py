@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from ..diagnostics import did_you_mean
 from ..load import Path_
-from ..model import RENDEZVOUS_NAMES
+from ..slurm import RENDEZVOUS_NAMES
 from .common import Problem, get
 from .names import declared_names
 from .sbatch_options import (

@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterator
 
 from ..diagnostics import show
-from ..model import DEFAULT_STOP_TIMEOUT, default_signal
+from ..model import DEFAULT_STOP_TIMEOUT
+from ..slurm import default_signal
 from ..trainer import DEFAULT_GRACE
 from .common import Problem, get
 

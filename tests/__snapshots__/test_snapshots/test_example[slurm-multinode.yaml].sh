@@ -618,9 +618,8 @@ obc_every_node() {
 }
 
 # obc_launch RUNNER PROGRAM [ARG...]: hands RUNNER the step's command. Under Slurm, a step
-# that runs on every node is one srun task per node (the whole step ends when one of them
-# fails), each running this script's copy with --node-task; every other step runs here.
-# srun of Slurm 22.05 to 23.02 does not take --cpus-per-task from the job: it is passed on.
+# that runs on every node is one srun task per node (obc_node_tasks); every other step runs
+# here.
 obc_launch() {
   if [ -z "${SLURM_JOB_ID:-}" ] || ! obc_every_node "$OBC_NAME"; then
     obc_step_command "$@"
@@ -632,6 +631,15 @@ obc_launch() {
     set -- "$@" --launcher torchrun -- --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" \
       --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$SLURM_JOB_ID"
   fi
+  obc_node_tasks "$OBC_RUNNER" "$@"
+}
+
+# obc_node_tasks RUNNER PROGRAM [ARG...]: one srun task per node (the whole step ends when
+# one of them fails), each running this script's copy with --node-task. srun of Slurm 22.05
+# to 23.02 does not take --cpus-per-task from the job: it is passed on.
+obc_node_tasks() {
+  OBC_RUNNER=$1
+  shift
   "$OBC_RUNNER" srun --nodes="$NNODES" --ntasks="$NNODES" --ntasks-per-node=1 \
     ${SLURM_CPUS_PER_TASK:+"--cpus-per-task=$SLURM_CPUS_PER_TASK"} \
     --kill-on-bad-exit=1 --export=ALL \

@@ -1,0 +1,126 @@
+"""The runtimes a job's steps run in: one variant of the model (model.py) each, rendered by a
+template partial of the same name. Docker and podman (Container) and the machine itself with
+an optional venv (Native); and those of shared GPU clusters, where docker and podman are
+rarely allowed: Apptainer (or Singularity), and enroot through Slurm's pyxis plugin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "CONTAINER_CACHE_DIR", "CONTAINER_HOME", "CONTAINER_RUN_DIR", "DOCKER_HUB", "INVOKER",
+    "ROOT", "Apptainer", "Container", "Enroot", "Mount", "Native", "is_image_file",
+]
+
+CONTAINER_RUN_DIR = "/workspace/run"
+CONTAINER_CACHE_DIR = "/workspace/hf-cache"
+# A container that does not run as root gets a HOME it can write, inside the run dir.
+CONTAINER_HOME = f"{CONTAINER_RUN_DIR}/.obc/home"
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """An extra bind mount into the container."""
+
+    source: str
+    target: str
+    readonly: bool
+
+
+# Who a container's steps run as: the user who starts the job (its uid and gid), root, or
+# an explicit "uid:gid".
+User = str
+INVOKER, ROOT = "invoker", "root"
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """Steps run with `engine run`, one container per step."""
+
+    engine: Literal["docker", "podman"]
+    image: str
+    shm_size: str | None
+    mounts: tuple[Mount, ...]
+    extra_args: tuple[str, ...]
+    user: User = INVOKER
+    # A job on several nodes shares the hosts' network: the rendezvous and NCCL need the
+    # nodes' own addresses.
+    host_network: bool = False
+
+    @property
+    def host_ipc(self) -> bool:
+        """Whether the container shares the host's IPC namespace (and so its /dev/shm): the
+        default, which NCCL and data loaders want; a `shm_size` asks for a private /dev/shm of
+        that size instead (podman refuses the two together, docker ignores the size)."""
+        return self.shm_size is None
+
+    @property
+    def as_root(self) -> bool:
+        return self.user == ROOT
+
+
+@dataclass(frozen=True, slots=True)
+class Native:
+    """Steps run on the machine, their programs found on PATH with `venv/bin` first."""
+
+    venv: str | None
+    env_file: str | None
+
+
+def is_image_file(image: str) -> bool:
+    """Whether an image is a file on the machine that runs the job (a SIF or squashfs path,
+    `~` and `${NAME}` expanded there) rather than a registry's image."""
+    return image.startswith(("/", "~", "${"))
+
+
+class _ImageFile:
+    """What apptainer and enroot share: an image that may be a file where the job runs."""
+
+    __slots__ = ()
+    image: str
+
+    @property
+    def image_is_file(self) -> bool:
+        return is_image_file(self.image)
+
+
+@dataclass(frozen=True, slots=True)
+class Apptainer(_ImageFile):
+    """Steps run with `apptainer exec` (`singularity exec` where only that is installed),
+    one container per step; `image` is a SIF file or `docker://NAME@sha256:...`."""
+
+    image: str
+    image_sha256: str | None
+    mounts: tuple[Mount, ...]
+    # --cleanenv: nothing of the job's environment but what obc passes by name; --contain:
+    # no home, /tmp or /dev of the host. Both on by default; a site may need them off.
+    cleanenv: bool = True
+    contain: bool = True
+
+
+# Docker Hub's names, which enroot 3 reaches only without a registry part.
+DOCKER_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
+
+
+@dataclass(frozen=True, slots=True)
+class Enroot(_ImageFile):
+    """Steps run as srun tasks in containers that pyxis makes with enroot; `image` is a
+    squashfs file or a registry's image (docker's grammar, as the run file writes it)."""
+
+    image: str
+    image_sha256: str | None
+    mounts: tuple[Mount, ...]
+    # enroot before 4.0 reads REGISTRY#IMAGE:TAG only, without a digest.
+    enroot_version: int = 3
+
+    @property
+    def pyxis_image(self) -> str:
+        """The image as pyxis hands it to enroot: `REGISTRY#IMAGE[:TAG][@DIGEST]`, the
+        registry left out for Docker Hub (enroot 3 cannot be told it otherwise)."""
+        if self.image_is_file:
+            return self.image
+        first, slash, rest = self.image.partition("/")
+        if slash and ("." in first or ":" in first or first == "localhost"):
+            return rest if first in DOCKER_HUB else f"{first}#{rest}"
+        return self.image
