@@ -52,7 +52,9 @@ NAME = st.sampled_from(["shape", "wait", "ls", "do", "a.b-1", "x_2"])
 def run_files(draw) -> tuple[dict, str]:
     """A run file whose every free-text field holds hostile values, and an embedded file."""
     kind = draw(st.sampled_from(["docker", "podman", "apptainer", "enroot", "native"]))
-    runtime: dict = {"kind": kind, **draw(_runtime_options(kind))}
+    runtime: dict = {"kind": kind, **draw(_runtime_options(kind)),
+                     **draw(st.fixed_dictionaries({}, optional={
+                         "stop_timeout": st.integers(1, 600)}))}
     steps = draw(st.lists(st.tuples(NAME.filter(lambda n: "." not in n), PROGRAM,
                                     st.lists(VALUE, max_size=3)),
                           min_size=1, max_size=3, unique_by=lambda step: step[0]))
@@ -63,8 +65,7 @@ def run_files(draw) -> tuple[dict, str]:
         "env": draw(st.fixed_dictionaries({"A": VALUE, "PYTHONPATH": VALUE})),
         "files": {"notes.txt": "notes.txt"},
         "secrets": ["HF_TOKEN", {"name": "lower_case", "required": False}],
-        **draw(st.fixed_dictionaries({}, optional={"retry": RETRY, "slurm": SLURM,
-                                                   "stop_timeout": st.integers(1, 600)})),
+        **draw(st.fixed_dictionaries({}, optional={"retry": RETRY, "slurm": SLURM})),
     }
     if kind == "enroot":  # its steps are srun steps
         data.setdefault("slurm", {})
