@@ -7,27 +7,30 @@ every shell with a stand-in trainer.)"""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 
 import pytest
 
-from tests.axolotl import OUTPUT_DIR, clean_env, lora_config
+from tests.axolotl import OUTPUT_DIR, PROGRAMS, clean_env, lora_config
 from tests.conftest import compile_text, untimed, write_script
 from tests.test_axolotl_real import JOB_TIMEOUT, dump, home, last_lines, native
 
 pytestmark = pytest.mark.slow
 
-STEPS = 400  # long enough to be stopped in the middle on any machine
+STEPS = 20
 
 
-def train_only(job_id: str, venv, config: dict, run_dir, **more: object) -> str:
+def train_only(job_id: str, venv, config: dict, run_dir, env: dict | None = None,
+               **more: object) -> str:
     return dump({"version": 1, "id": job_id, "runtime": {**native(venv), "stop_timeout": 20},
                  "paths": {"run_dir": str(run_dir)},
                  "trainer": {"axolotl": {"config": config}},
                  "checkpoint": {"grace": 60},
                  # Unbuffered: the log shows a step when it is taken, not 8 KB later.
-                 "env": {"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}, **more})
+                 "env": {"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})},
+                 **more})
 
 
 def losses(log) -> int:
@@ -37,8 +40,13 @@ def losses(log) -> int:
 def test_a_stopped_job_checkpoints_requeues_itself_and_resumes_there(
         slurm, axolotl_venv, tiny_model, tmp_path):
     run_dir = tmp_path / "run"
-    config = lora_config(tiny_model, max_steps=STEPS, save_steps=100_000)
+    # The first attempt pauses after step 2 until it is asked for a checkpoint, and after
+    # saving it until it is stopped (tests/programs/obc_pause.py): signalled in the middle of
+    # train however fast the machine is.
+    config = lora_config(tiny_model, max_steps=STEPS, save_steps=100_000,
+                         plugins=["obc_pause.PausePlugin"])
     text = train_only("resumed", axolotl_venv, config, run_dir,
+                      env={"PYTHONPATH": str(PROGRAMS)},
                       slurm={"time": 30, "max_restarts": 1, "signal": "B:USR1@120"})
     script = write_script(tmp_path, compile_text(tmp_path, text))
     job_id = slurm.submit(script, cwd=tmp_path, env=clean_env(home(tmp_path)))
@@ -53,9 +61,10 @@ def test_a_stopped_job_checkpoints_requeues_itself_and_resumes_there(
         last_lines(log)
 
     # The first attempt asked for a checkpoint and got it within the grace.
-    saved = [line for line in log.splitlines() if line.startswith("obc: checkpoint-")]
-    assert len(saved) == 1 and saved[0].endswith(" saved"), last_lines(log)
-    step = int(saved[0].split("-")[1].split()[0])
+    # (Anywhere in a line: Axolotl's progress bar ends its lines with a carriage return.)
+    saved = re.findall(r"obc: checkpoint-(\d+) saved$", log, re.MULTILINE)
+    assert len(saved) == 1, last_lines(log)
+    step = int(saved[0])
     assert 0 < step < STEPS
     state = json.loads((run_dir / OUTPUT_DIR / f"checkpoint-{step}" / "trainer_state.json")
                        .read_text())
