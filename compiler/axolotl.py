@@ -23,7 +23,8 @@ from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from .diagnostics import Diagnostic, field_path, show
-from .load import CONFIG_FIELD, MAX_DEPTH, Mark, Path_, Source, syntax_error
+from .load import CONFIG_FIELD, Mark, Path_, Source
+from .screen import MAX_DEPTH, syntax_error
 
 # Where Axolotl writes checkpoints when the config does not say (its schema's default), and
 # the file that makes it save one (utils/callbacks/dynamic_checkpoint.py).

@@ -19,9 +19,7 @@ from typing import TypeVar
 from . import __version__
 from .diagnostics import Diagnostic, ObcError
 from .lockfile import default_lock_path, format_lock
-from .pipeline import compile_files
-from .plan import plan_scripts
-from .plan_report import PLAN_REPORTERS
+from .pipeline import Options, compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
 from .sources import allowed_folders
@@ -72,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--check", action="store_true",
                           help="write nothing; exit 1 if OUT is not what compile would write")
     compile_.add_argument("--diff", action="store_true", help="with --check, print diffs")
+    compile_.add_argument("--full-check", action="store_true",
+                          help="run shellcheck on every script as written, rather than once "
+                               "per script shape (slower; what CI can afford)")
+    compile_.add_argument("--no-cache", action="store_true",
+                          help="neither read nor write obc's cache (OBC_COMPILE_CACHE)")
     planner = commands.add_parser("plan", parents=[compiles],
                                   help="say what compile would change in OUT, by what the jobs "
                                        "mean, and each job's bill of materials; write nothing")
@@ -122,7 +125,8 @@ def _schema(_args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    problems = compile_files(args.paths, allowed=allowed_folders(args.allow_dir)).diagnostics
+    problems = compile_files(
+        args.paths, options=Options(allowed=allowed_folders(args.allow_dir))).diagnostics
     _report(args.format, problems)
     return EXIT_INVALID if problems else EXIT_OK
 
@@ -132,15 +136,17 @@ def _lock_file(args: argparse.Namespace) -> Path:
 
 
 def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]], *,
-                      shellcheck: bool) -> list[T] | None:
-    """Compile the inputs and compare the scripts with OUT through `compare` (write.plan or
-    plan.plan_scripts); None, with the problems reported, if the inputs have any."""
+                      shellcheck: bool, **options: bool) -> list[T] | None:
+    """Compile the inputs (with these pipeline.Options besides the shared ones) and compare
+    the scripts with OUT through `compare` (write.plan or plan.plan_scripts); None, with the
+    problems reported, if the inputs have any."""
     if args.lock is not None and not args.lock.is_file():
         raise ObcError(f"{args.lock}: no such lock file")
-    # shellcheck runs when compile_files is told where the scripts go.
-    result = compile_files(args.paths, args.out if shellcheck else None,
-                           allowed=allowed_folders(args.allow_dir), lock=_lock_file(args),
-                           require_digests=args.require_digests)
+    # shellcheck runs, and scripts compiled before are reused, only when compile_files is
+    # told where the scripts go (plan needs every job itself).
+    result = compile_files(args.paths, args.out if shellcheck else None, Options(
+        allowed=allowed_folders(args.allow_dir), lock=_lock_file(args),
+        require_digests=args.require_digests, **options))
     if result.diagnostics:
         _report(args.format, result.diagnostics)
         return None
@@ -151,7 +157,8 @@ def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]],
 
 
 def _compile(args: argparse.Namespace) -> int:
-    changes = _compare_with_out(args, plan, shellcheck=True)
+    changes = _compare_with_out(args, plan, shellcheck=True, full_check=args.full_check,
+                                cache=not args.no_cache)
     if changes is None:
         return EXIT_INVALID
     if args.check:
@@ -164,6 +171,10 @@ def _compile(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     """Print what compile would do to OUT; 0, or with --detailed-exitcode 2 if it would
     change anything. The scripts are not run through shellcheck: compile does that."""
+    # Imported here: compile, the command run most, needs neither (a tenth of its imports).
+    from .plan import plan_scripts  # noqa: PLC0415
+    from .plan_report import PLAN_REPORTERS  # noqa: PLC0415
+
     plans = _compare_with_out(args, plan_scripts, shellcheck=False)
     if plans is None:
         return EXIT_INVALID

@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .build import build_jobs
 from .diagnostics import Diagnostic
 from .load import Source
 from .lockfile import Lock, image_problem, is_pinned, read_lock
-from .pipeline import build_jobs, run_files
+from .pipeline import run_files
 from .registry import ResolveError
 
 Resolver = Callable[[str], str]

@@ -1,39 +1,33 @@
-"""The whole way through: run files → load → validate → normalise → render → check.
+"""The whole way through: run files → build (build.py: load, expand, validate, normalise) →
+render → shape → check.
 
-Writing is the caller's choice (cli.py), so that `validate`, `compile` and `compile --check`
-share everything up to the scripts themselves.
+Writing is the caller's choice (cli.py), so that `validate`, `compile`, `compile --check` and
+`plan` share everything up to the scripts themselves. A run file whose files are unchanged
+since it last compiled is reused (incremental.py); a large batch is built in two processes.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
-from .axolotl import ConfigError, config_problems, read_config
-from .check import check_scripts
-from .diagnostics import Diagnostic, ObcError, field_path
-from .expand import Expansion, expand
-from .load import CONFIG_FIELD, Mark, Source, display_name, load_source
+from . import __version__, incremental
+from .build import Built, build_jobs, input_files
+from .cache import Store, digest
+from .cache import default_dir as cache_dir
+from .check import Checked, check_scripts, find_shellcheck
+from .diagnostics import Diagnostic, ObcError
+from .expand import Expansion
+from .load import Mark, Source, display_name
 from .lockfile import read_lock, unpinned_images
-from .model import Job, SweepRun
-from .normalise import attachment_fields, normalise
-from .project import source_name
-from .provenance import inputs_digest, lock_entry
-from .render import render_job, render_sweep
-from .sources import (
-    BudgetError,
-    Embedding,
-    Project,
-    SourceError,
-    check_inside,
-    check_regular,
-    find_project,
-)
+from .model import Job
+from .render import cache_templates, render_job, render_sweep
+from .shape import shape_of
+from .sources import find_project
 from .sweep import RUNS_TABLE, SWEEP_SCRIPT, SweepFile, build_sweep, runs_table
-from .sweep_rules import shared_folders
-from .validate import validate
+from .workers import map_files
 
 RUN_FILE_SUFFIXES = (".yaml", ".yml")
 SCRIPT_NAME = "job.sh"
@@ -45,13 +39,15 @@ MAX_SCRIPT_BYTES = 2 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Script:
-    """A compiled job: where it goes under OUT, and its text."""
+    """A compiled job: where it goes under OUT, its text, and its shape (shape.py), which
+    shellcheck checks in its place; None to check the text itself."""
 
     job: Job
     text: str
     # The run file as diagnostics name it, and where its id stands.
     file: str
     id_mark: Mark
+    shape: str | None = None
     mode = SCRIPT_MODE
 
     @property
@@ -69,27 +65,33 @@ class Script:
 
 @dataclass(slots=True)
 class Result:
-    """The scripts of every valid input, the files of its sweeps, and every problem found,
-    sorted."""
+    """The scripts of every valid input, the files of its sweeps, the files reused as they
+    are in OUT (incremental.py), and every problem found, sorted."""
 
     scripts: list[Script] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sweeps: list[SweepFile] = field(default_factory=list)
+    reused: list[incremental.Reused] = field(default_factory=list)
 
     @property
-    def outputs(self) -> list[Script | SweepFile]:
+    def outputs(self) -> list[Script | SweepFile | incremental.Reused]:
         """Every file to write under OUT."""
-        return [*self.scripts, *self.sweeps]
+        return [*self.scripts, *self.sweeps, *self.reused]
 
 
-@dataclass(slots=True)
-class Built:
-    """What one run file builds: its jobs (one, or a sweep's runs), each with the Source it
-    was validated as, and its problems; for a sweep, the expansion that made the runs."""
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How `compile_files` compiles. `allowed` are resolved folders outside the projects whose
+    files run files may read. With `lock`, the image tags it lists are rendered with their
+    digests; `require_digests` then makes every image that is neither pinned nor locked a
+    problem. Scripts are checked through their shapes, or each as written (`full_check`);
+    `cache` says whether obc's cache is used."""
 
-    jobs: list[tuple[Source, Job]]
-    problems: list[Diagnostic]
-    sweep: Expansion | None = None
+    allowed: tuple[Path, ...] = ()
+    lock: Path | None = None
+    require_digests: bool = False
+    full_check: bool = False
+    cache: bool = True
 
 
 def run_files(paths: Iterable[Path]) -> list[Path]:
@@ -117,88 +119,106 @@ def _folder_entries(folder: Path) -> list[Path]:
                        f"{error.strerror or error}") from error
 
 
-def compile_files(paths: Iterable[Path], out: Path | None = None, *,
-                  allowed: tuple[Path, ...] = (), lock: Path | None = None,
-                  require_digests: bool = False) -> Result:
+def compile_files(paths: Iterable[Path], out: Path | None = None,
+                  options: Options = Options()) -> Result:
     """Compile every run file in `paths`; a file with problems yields diagnostics, no script.
 
-    With `out`, the scripts are also checked with shellcheck, and named as under `out`.
-    `allowed` are resolved folders outside the projects whose files run files may read. With
-    `lock`, the image tags it lists are rendered with their digests; `require_digests` then
-    makes every image that is neither pinned nor locked a problem.
+    With `out`, the scripts are also checked with shellcheck, named as under `out`, and
+    those of unchanged run files reused from it; without, every job is built (obc plan
+    needs them).
     """
     result = Result()
     digests: dict[str, str] = {}
-    if lock is not None:
-        locked, result.diagnostics = read_lock(lock)
+    if options.lock is not None:
+        locked, result.diagnostics = read_lock(options.lock)
         digests = locked.digests
-    for path in run_files(paths):
-        built = build_jobs(path, digests, allowed)
-        result.diagnostics += built.problems
-        scripts = []
-        for source, job in built.jobs:
-            if lock is not None and require_digests:
-                result.diagnostics += unpinned_images(source, job, lock)
-            text = render_job(job)
-            problems = _script_size(source, job, text)
-            result.diagnostics += problems
-            if not problems:
-                scripts.append(Script(job, text, source.file, source.mark(("id",))))
-        result.scripts += scripts
-        if built.sweep is not None and built.jobs and len(scripts) == len(built.jobs):
-            result.sweeps += sweep_files(built.sweep, scripts)
-    result.diagnostics += _duplicate_ids(result.outputs)
+    cache_templates(cache_dir() if options.cache else None)
+    pinned_by = options.lock if options.require_digests else None
+    plan = _Plan(out is not None and not options.full_check, options.full_check,
+                 options.allowed, digests, pinned_by,
+                 _reuse(out, options, options.allowed, digests, pinned_by))
+    compiled = map_files(functools.partial(_compile_one, plan), run_files(paths))
+    for one, _ in compiled:
+        result.scripts += one.scripts
+        result.sweeps += one.sweeps
+        result.reused += one.reused
+        result.diagnostics += one.diagnostics
+    # Every job.sh, then the sweeps' files, each in the order of the run files, reused or not.
+    outputs = sorted((o for one, _ in compiled for o in one.outputs),
+                     key=lambda o: not o.relative_path.endswith(f"/{SCRIPT_NAME}"))
+    result.diagnostics += _duplicate_ids(outputs)
     if out is not None and not result.diagnostics:
-        result.diagnostics += check_scripts(
-            {(out / s.relative_path).as_posix(): s.text for s in result.outputs
-             if s.mode == SCRIPT_MODE})
+        result.diagnostics += check_scripts(_to_check(out, result), Store(
+            cache_dir() if options.cache else None, "findings"))
+        if not result.diagnostics and plan.reuse is not None:
+            for _, memo in compiled:
+                if memo is not None:
+                    incremental.remember(plan.reuse, *memo)  # checked clean: worth keeping
     # A sweep's runs can share a problem of their run file (an unpinned image): once.
     result.diagnostics = sorted(set(result.diagnostics))
     return result
 
 
-def build_jobs(path: Path, digests: Mapping[str, str], allowed: tuple[Path, ...] = ()) -> Built:
-    """Load, expand, validate and normalise one run file; `digests` is the image lock."""
-    project = find_project(path, allowed)
-    source, problems = _run_file_problems(project, path)
-    if not problems:
-        source, problems = load_source(path)
-    sweep = None
-    if not problems:
-        sweep, problems = expand(source, Embedding(project))
-    if problems:
-        return Built([], problems)
-    if sweep is None:
-        job, problems = _build_job(source, project, source_name(path), digests)
-        return Built([(source, job)] if job is not None else [], problems)
-    found = [(member, *_build_job(member.source, project, source_name(path), digests,
-                                  member.run))
-             if member.source is not None else (member, None, member.problems)
-             for member in sweep.members]
-    runs = [(member, job) for member, job, _ in found if job is not None]
-    problems = sweep.name_runs([(member, problems) for member, _, problems in found]) \
-        or shared_folders(runs)
-    return Built([] if problems else [(member.source, job) for member, job in runs],
-                 problems, sweep)
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What each file's compile takes besides its path: whether to shape its scripts, whether
+    to check them all as written, the folders it may read, the image lock (and whether
+    images must be pinned), reuse of earlier outputs."""
+
+    shapes: bool
+    full_check: bool
+    allowed: tuple[Path, ...]
+    digests: Mapping[str, str]
+    pinned_by: Path | None
+    reuse: incremental.Reuse | None
 
 
-def _build_job(source: Source, project: Project, name: str, digests: Mapping[str, str],
-               sweep: SweepRun | None = None) -> tuple[Job | None, list[Diagnostic]]:
-    """Validate and normalise one run (a run file, or one run of a sweep)."""
-    problems = validate(source)
-    if not problems:
-        attachments, problems = _read_attachments(source, Embedding(project))
-    if not problems and "trainer" in source.data:
-        problems = _config_problems(source, attachments)
-    if problems:
-        return None, problems
-    job = normalise(name, source.data, attachments, digests, __version__, sweep=sweep)
-    if sweep is not None and sweep.config_file is not None:
-        # A config file a sweep patched is an input too, though not embedded as it is.
-        attachments = {**attachments, CONFIG_FIELD: Embedding(project).read(
-            source.directory / sweep.config_file)}
-    inputs = inputs_digest(source.sha256, attachments, lock_entry(source.data, digests))
-    return replace(job, inputs=inputs), []
+def _reuse(out: Path | None, options: Options, *settings: object) -> incremental.Reuse | None:
+    """Outputs are reused only where they are checked (compile, not validate or plan), and
+    only with the same obc, shellcheck and `settings` (what else decides what a run file
+    compiles to)."""
+    root = cache_dir() if options.cache else None
+    if out is None or root is None:
+        return None
+    return incremental.Reuse(Store(root, "outputs"), digest(
+        incremental.build_fingerprint(), __version__, find_shellcheck().key,
+        repr(settings)), out)
+
+
+# What to keep in the cache if the check passes: a key, and the record of the outputs.
+Memo = tuple[str, dict] | None
+
+
+def _compile_one(plan: _Plan, path: Path) -> tuple[Result, Memo]:
+    """Compile one run file: reused when unchanged, else built, rendered (and shaped)."""
+    key = None
+    if plan.reuse is not None:
+        key, reused = incremental.lookup(plan.reuse, path, find_project(path, plan.allowed).root)
+        if reused is not None and not plan.full_check:
+            return Result(reused=reused), None
+    built = build_jobs(path, plan.digests, plan.allowed)
+    result = _render(plan, built)
+    if key is None or result.diagnostics:
+        return result, None
+    record = incremental.record(result.outputs, input_files(built), path.parent)
+    return result, None if record is None else (key, record)
+
+
+def _render(plan: _Plan, built: Built) -> Result:
+    """The scripts of a run file's jobs, and its sweep's files."""
+    result = Result(diagnostics=list(built.problems))
+    for source, job in built.jobs:
+        if plan.pinned_by is not None:
+            result.diagnostics += unpinned_images(source, job, plan.pinned_by)
+        text = render_job(job)
+        problems = _script_size(source, job, text)
+        result.diagnostics += problems
+        if not problems:
+            result.scripts.append(Script(job, text, source.file, source.mark(("id",)),
+                                         shape_of(job, text) if plan.shapes else None))
+    if built.sweep is not None and built.jobs and len(result.scripts) == len(built.jobs):
+        result.sweeps += sweep_files(built.sweep, result.scripts)
+    return result
 
 
 def sweep_files(expansion: Expansion, scripts: list[Script]) -> list[SweepFile]:
@@ -209,44 +229,13 @@ def sweep_files(expansion: Expansion, scripts: list[Script]) -> list[SweepFile]:
                                      (RUNS_TABLE, runs_table(sweep), TABLE_MODE))]
 
 
-def _config_problems(source: Source, attachments: dict) -> list[Diagnostic]:
-    """The files the Axolotl config names in the run dir must be ones the job puts there."""
-    config = source.data["trainer"]["axolotl"]["config"]
-    name = display_name(source.directory / config) if isinstance(config, str) else ""
-    embedded = list(source.data.get("files", {}))
-    return list(config_problems(source, attachments.get(CONFIG_FIELD), name, embedded))
-
-
-def _run_file_problems(project: Project, path: Path) -> tuple[Source, list[Diagnostic]]:
-    """A run file too is read only from inside its project, and only if it is a file."""
-    source = Source(file=display_name(path), directory=path.parent)
-    try:
-        check_regular(check_inside(project, path))
-    except SourceError as error:
-        return source, [Diagnostic(source.file, 1, 1, "", f"this run file {error}", error.hint)]
-    return source, []
-
-
-def _read_attachments(source: Source, embedding: Embedding) -> tuple[dict, list[Diagnostic]]:
-    attachments, problems = {}, []
-    for path, relative in attachment_fields(source.data):
-        try:
-            text = embedding.read(source.directory / relative)
-            if path == CONFIG_FIELD:
-                read_config(text)
-            attachments[path] = text
-        except ConfigError as error:  # located in the config file itself
-            problems.append(Diagnostic(display_name(source.directory / relative),
-                                       error.mark.line, error.mark.column, "", str(error),
-                                       error.hint))
-        except ValueError as error:
-            mark = source.mark(path)
-            problems.append(Diagnostic(source.file, mark.line, mark.column, field_path(path),
-                                       f"file {relative!r}: {error}",
-                                       getattr(error, "hint", None)))
-            if isinstance(error, BudgetError):
-                break  # read nothing more of a run file that embeds too much
-    return attachments, problems
+def _to_check(out: Path, result: Result) -> list[Checked]:
+    """The scripts shellcheck must pass, named as under `out`: each job.sh through its shape,
+    each sweep.sh as written (one a sweep, a tenth of a second), none that was reused (it
+    passed when it was compiled)."""
+    return [((out / s.relative_path).as_posix(), s.text,
+             s.shape if isinstance(s, Script) else None)
+            for s in [*result.scripts, *result.sweeps] if s.mode == SCRIPT_MODE]
 
 
 def _script_size(source: Source, job: Job, text: str) -> list[Diagnostic]:
@@ -260,9 +249,9 @@ def _script_size(source: Source, job: Job, text: str) -> list[Diagnostic]:
                        "is shown in the header and in --help as well)")]
 
 
-def _duplicate_ids(outputs: list[Script | SweepFile]) -> list[Diagnostic]:
+def _duplicate_ids(outputs: list[Script | SweepFile | incremental.Reused]) -> list[Diagnostic]:
     """Two run files whose ids (a script's, a sweep's) name one folder under OUT."""
-    first: dict[str, Script | SweepFile] = {}
+    first: dict[str, Script | SweepFile | incremental.Reused] = {}
     problems = []
     for output in outputs:
         if output.relative_path.endswith(f"/{RUNS_TABLE}"):

@@ -7,11 +7,15 @@ marker that only this module's filters and shell.py hand out.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.bccache
 
 from . import shell, slurm
 from .diagnostics import ObcError
@@ -45,24 +49,101 @@ class UnquotedValueError(TypeError):
     """A template tried to print a value that has no safe shell form."""
 
 
-def _finalize(value: Any) -> str:
+class Printer:
+    """How values reach a script's text: quoted words, integers, comments, here-documents.
+
+    This one writes them as they are. A shape (shape.py) renders the same templates with a
+    printer of placeholders, so whatever the templates become, shapes follow them.
+    """
+
+    def word(self, value: str) -> ShellText:
+        return shell.quote(value)
+
+    def number(self, value: int) -> str:
+        return str(value)
+
+    def comment(self, lines: list[str]) -> ShellText:
+        return _comment(lines)
+
+    def heredoc(self, body: str) -> ShellText:
+        return _heredoc(body)
+
+    def sbatch(self, job_slurm: Any) -> ShellText:
+        return slurm.sbatch_lines(job_slurm)
+
+
+# The render variable that holds the printer; a template never names it.
+_PRINTER = "obc_printer"
+_REAL = Printer()
+
+
+def _printer(context: jinja2.runtime.Context) -> Printer:
+    return context.get(_PRINTER) or _REAL
+
+
+@jinja2.pass_context
+def _finalize(context: jinja2.runtime.Context, value: Any) -> str:
     if isinstance(value, ShellText):
         return value
     if isinstance(value, str):
         # As a plain str: a markupsafe.Markup would HTML-escape the quotes that quote() adds.
-        return shell.quote(str.__str__(value))
+        return _printer(context).word(str.__str__(value))
     if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
+        return _printer(context).number(value)
     raise UnquotedValueError(
         f"template printed {type(value).__name__} {value!r}: only strings (quoted on the way "
         "out), integers and ShellText from obc's filters can reach a script")
+
+
+@jinja2.pass_context
+def _words_filter(context: jinja2.runtime.Context, words: list[str]) -> ShellText:
+    return shell.join_words(words, _printer(context).word)
+
+
+@jinja2.pass_context
+def _path_filter(context: jinja2.runtime.Context, path: str) -> ShellText:
+    return shell.shell_path(path, _printer(context).word)
+
+
+@jinja2.pass_context
+def _sourced_path_filter(context: jinja2.runtime.Context, path: str) -> ShellText:
+    return shell.sourced_path(path, _printer(context).word)
+
+
+@jinja2.pass_context
+def _comment_filter(context: jinja2.runtime.Context, lines: list[str]) -> ShellText:
+    return _printer(context).comment(lines)
+
+
+@jinja2.pass_context
+def _heredoc_filter(context: jinja2.runtime.Context, body: str) -> ShellText:
+    return _printer(context).heredoc(body)
+
+
+@jinja2.pass_context
+def _sbatch_filter(context: jinja2.runtime.Context, job_slurm: Any) -> ShellText:
+    return _printer(context).sbatch(job_slurm)
 
 
 def _comment(lines: list[str]) -> ShellText:
     """Lines as shell comments: `# text`, or a bare `#` for a blank line. A line with a
     newline in it (a quoted argument can hold one) becomes several comment lines."""
     split = [part for line in lines for part in line.split("\n")]
-    return ShellText("\n".join(f"# {line}" if line else "#" for line in split))
+    return ShellText("\n".join(_comment_line(line) for line in split))
+
+
+# shellcheck reads a comment as a directive when `shellcheck` follows the `#` and blanks
+# (Parser.hs, `readAnnotationPrefix`); `# shellcheck disable=all` in a description would
+# switch the check off for the whole script.
+_DIRECTIVE_TEXT = re.compile("[ \t\xa0\u200b]*shellcheck")
+
+
+def _comment_line(line: str) -> str:
+    if not line:
+        return "#"
+    return f"# | {line}" if _DIRECTIVE_TEXT.match(line) else f"# {line}"
+
+
 
 
 def _heredoc(body: str) -> ShellText:
@@ -89,6 +170,29 @@ def _value_if_set(name: str) -> ShellText:
     return ShellText(f"${{{name}+{inner}}}")
 
 
+class _TemplateCache(jinja2.FileSystemBytecodeCache):
+    """Jinja's compiled templates, kept in obc's cache (by Jinja's own key and a checksum of
+    the template): compiling them is most of a first render. One that cannot be stored or
+    read back is compiled again."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except (OSError, EOFError, ValueError, TypeError):
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            os.makedirs(self.directory, exist_ok=True)
+            super().dump_bytecode(bucket)
+
+
+def cache_templates(root: Path | None) -> None:
+    """Keep compiled templates in the folder `root/templates`; None keeps them in memory."""
+    _environment().bytecode_cache = None if root is None else _TemplateCache(
+        str(root / "templates"))
+
+
 @cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -105,15 +209,15 @@ def _environment() -> jinja2.Environment:
     # Jinja's HTML-safety marker means nothing in a shell script.
     del env.filters["safe"]
     env.filters.update(
-        words=shell.join_words,
-        path=shell.shell_path,
+        words=_words_filter,
+        path=_path_filter,
         path_variables=shell.path_variables,
-        sourced_path=shell.sourced_path,
-        comment=_comment,
-        heredoc=_heredoc,
+        sourced_path=_sourced_path_filter,
+        comment=_comment_filter,
+        heredoc=_heredoc_filter,
         expansion=_expansion,
         value_if_set=_value_if_set,
-        sbatch=slurm.sbatch_lines,
+        sbatch=_sbatch_filter,
     )
     env.globals.update(
         plain_chars=ShellText(shell.PLAIN_CHARS),
@@ -126,23 +230,24 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_job(job: Job) -> str:
-    """Return the job.sh of `job`."""
+def render_job(job: Job, printer: Printer = _REAL) -> str:
+    """Return the job.sh of `job`, its values written by `printer`."""
     template = _environment().get_template(_TEMPLATES[type(job.runtime)])
     lines = help_lines(job)
     header = [f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.", "", *lines]
     text = template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),
-                           trapped_signals=_trapped_signals(job))
+                           trapped_signals=_trapped_signals(job), **{_PRINTER: printer})
     # The job's meaning, last: `obc plan` reads it back from the script on disk.
-    return f"{text}\n{_comment(record_lines(job))}\n"
+    return f"{text}\n{printer.comment(record_lines(job))}\n"
 
 
-def render_sweep(sweep: Sweep) -> str:
-    """Return the sweep.sh of `sweep`."""
+def render_sweep(sweep: Sweep, printer: Printer = _REAL) -> str:
+    """Return the sweep.sh of `sweep`, its values written by `printer`."""
     lines = sweep_help_lines(sweep)
     header = [f"{GENERATED_PREFIX}{sweep.source_file}. DO NOT EDIT.", "", *lines]
     return _environment().get_template("sweep.sh.j2").render(
-        sweep=sweep, header_lines=header, help_lines=lines, usage=SWEEP_USAGE)
+        sweep=sweep, header_lines=header, help_lines=lines, usage=SWEEP_USAGE,
+        **{_PRINTER: printer})
 
 
 def _trapped_signals(job: Job) -> list[dict[str, str | int]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 # Words made only of these characters mean the same quoted or not, in every shell we target.
 # `=` is left out (a first word `A=b` is an assignment, and zsh expands a leading `=`), and so
@@ -42,16 +43,19 @@ def quote(value: str) -> ShellText:
     return ShellText("'" + value.replace("'", "'\\''") + "'")
 
 
-def join_words(words: list[str] | tuple[str, ...]) -> ShellText:
+Quote = Callable[[str], ShellText]
+
+
+def join_words(words: list[str] | tuple[str, ...], quote_word: Quote = quote) -> ShellText:
     """Return `words` as one command line, each word quoted."""
-    return ShellText(" ".join(quote(word) for word in words))
+    return ShellText(" ".join(quote_word(word) for word in words))
 
 
 # `${NAME}` in a path: expanded where the job runs (README, "Paths").
 PATH_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def shell_path(path: str) -> ShellText:
+def shell_path(path: str, quote_word: Quote = quote) -> ShellText:
     """Return a path as one shell word: a leading `~` becomes `$HOME` and each `${NAME}` the
     variable, expanded where the job runs (`-` keeps `set -u` quiet when preflight is about
     to report it unset); everything else is quoted."""
@@ -62,7 +66,7 @@ def shell_path(path: str) -> ShellText:
         if i % 2:
             parts.append(f'"${{{part}-}}"')
         elif part:
-            parts.append(quote(part))
+            parts.append(quote_word(part))
     return ShellText("".join(parts) or "''")
 
 
@@ -74,11 +78,27 @@ def path_variables(path: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*home, *PATH_VARIABLE.findall(path))))
 
 
-def sourced_path(path: str) -> ShellText:
+def sourced_path(path: str, quote_word: Quote = quote) -> ShellText:
     """Return a path for `.`: one without a `/` would be searched on PATH, so a relative
     path is written `./path`, from the directory the job starts in."""
     relative = not path.startswith(("/", "~", "${"))
-    return shell_path("./" + path if relative else path)
+    return shell_path("./" + path if relative else path, quote_word)
+
+
+# shellcheck's blanks (`linewhitespace`: space, tab, and two it reads as a space).
+_BLANKS = " \t\xa0\u200b"
+
+
+def looks_like_end_token(line: str, delimiter: str) -> bool:
+    """Whether shellcheck takes a here-document line for the end token, or for an attempt at
+    it: blanks, the delimiter, then nothing, a blank, or one of `)#;>|&` (ShellCheck 0.11.0,
+    Parser.hs, `readDocLines.checkEnd`: SC1039, SC1118-SC1122). Shells end the document only
+    at the exact line, but shellcheck reports the others, whatever the body means."""
+    rest = line.lstrip(_BLANKS)
+    if not rest.startswith(delimiter):
+        return False
+    after = rest[len(delimiter):]
+    return after == "" or after[0] in _BLANKS + ")#;>|&"
 
 
 def heredoc_delimiter(body: str) -> str | None:
@@ -97,13 +117,14 @@ _DELIMITER_STARTS = ("", *"ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba9
 
 
 def _reads_intact(line: str, delimiter: str) -> bool:
-    """Whether a body line survives a here-document with this delimiter, in every shell.
+    """Whether a body line survives a here-document with this delimiter, in every shell, and
+    shellcheck reads it as a body line.
 
     A line equal to the delimiter would end the document. And dash 0.5.12 drops a byte of a
     line that begins like the delimiter and goes on with a non-ASCII character ("OBé" with
     OBC_EOF comes out as "OB\xa9").
     """
-    if line == delimiter:
+    if looks_like_end_token(line, delimiter):
         return False
     common = len(os.path.commonprefix([line, delimiter]))
     return common in (0, len(line)) or line[common].isascii()

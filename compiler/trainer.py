@@ -97,9 +97,10 @@ def dump_config(config: dict[str, Any]) -> str:
     # Axolotl reads its config with PyYAML, which speaks YAML 1.1: written as 1.1, strings
     # such as 'yes' or 'on' come out quoted and floats keep the dot PyYAML needs (2.0e-05).
     text = _dump(config, allow_unicode=True)
-    if _load_1_1(text) != config:
-        # Some characters (NEL, U+2028) are line breaks to YAML 1.1 even inside quotes;
-        # escaping every non-ASCII character keeps them exact.
+    # Some characters (NEL, U+2028) are line breaks to YAML 1.1 even inside quotes; escaping
+    # every non-ASCII character keeps them exact. A dump in ASCII has none of them, and would
+    # be dumped the same way again: reading it back (a millisecond a job) could change nothing.
+    if not text.isascii() and _load_1_1(text) != config:
         text = _dump(config, allow_unicode=False)
     return text
 

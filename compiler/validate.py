@@ -10,15 +10,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft7Validator, ValidationError, validators
-
-from . import rules
+from . import fastschema, rules
 from .axolotl import looks_like_config
 from .diagnostics import Diagnostic, closest, describe, did_you_mean, field_path, show
 from .load import Path_, Source, is_script_text
 from .resources import run_schema
+
+if TYPE_CHECKING:  # imported when there is an error to explain: it is slow to import
+    from jsonschema import Draft7Validator, ValidationError
 
 # Keys and values that later versions of the format will give a meaning.
 NOT_SUPPORTED_YET = {("extends",)}
@@ -28,12 +29,16 @@ def _fullmatch_pattern(validator: Any, pattern: str, instance: Any, schema: dict
     # jsonschema's `pattern` uses re.search, so '^[a-z]+$' accepts 'run1\n', and \d would
     # accept Arabic-Indic digits (python-jsonschema #576, #1148). obc's patterns mean the
     # whole string, in ASCII; editors read the same '^...$' patterns the ECMA way.
+    from jsonschema import ValidationError  # noqa: PLC0415
+
     if isinstance(instance, str) and not re.fullmatch(pattern, instance, re.ASCII):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 @cache
 def _validator() -> Draft7Validator:
+    from jsonschema import Draft7Validator, validators  # noqa: PLC0415
+
     strict = validators.extend(Draft7Validator, {"pattern": _fullmatch_pattern})
     return strict(run_schema())
 
@@ -46,8 +51,9 @@ def validate(source: Source) -> list[Diagnostic]:
                            "a run file names it: version: 1, id: ..., runtime: {kind: ...}, "
                            f"trainer: {{axolotl: {{config: {source.file}}}}}")]
     found: set[Diagnostic] = set()
-    for error in _validator().iter_errors(source.data):
-        found.update(_translate(source, error))
+    if not fastschema.is_valid(run_schema(), source.data):  # jsonschema, to explain why
+        for error in _validator().iter_errors(source.data):
+            found.update(_translate(source, error))
     for problem in (*rules.check(source.data), *_rewritten_numbers(source)):
         mark = source.mark(problem.path, key=problem.at_key)
         message = problem.message
@@ -63,6 +69,8 @@ def matrix_problems(source: Source) -> list[Diagnostic]:
     """Return the schema's problems with a run file's matrix block and its id, which names
     the runs; the rest of the file is validated run by run, once the matrix has made them."""
     found: set[Diagnostic] = set()
+    if fastschema.is_valid(run_schema(), source.data):
+        return []  # no problem anywhere: no need to import jsonschema
     for error in _validator().iter_errors(source.data):
         found.update(problem for problem in _translate(source, error)
                      if problem.field in ("id", "matrix")

@@ -35,6 +35,16 @@ SHELLS: dict[str, list[str]] = {
 }
 
 
+@pytest.fixture(autouse=True, scope="session")
+def compile_cache(tmp_path_factory: pytest.TempPathFactory):
+    """obc's cache for the whole session, away from the user's: records are keyed by all they
+    depend on, so sharing them between tests is sound. A test of the cache itself, or of
+    what shellcheck is run with, points OBC_COMPILE_CACHE at a folder of its own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OBC_COMPILE_CACHE", str(tmp_path_factory.mktemp("obc-cache")))
+        yield
+
+
 def compile_text(directory: Path, text: str, name: str = "run.yaml") -> str:
     """Compile one run file written to `directory`; return the script's text."""
     run_file = directory / name

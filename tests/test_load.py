@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from compiler.axolotl import ConfigError, read_config
-from compiler.load import MAX_DEPTH, MAX_VALUES, Mark, load_source
+from compiler.load import Mark, load_source
+from compiler.screen import MAX_DEPTH, MAX_VALUES
 
 HEAD = "version: 1\nid: r\n"
 

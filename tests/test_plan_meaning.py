@@ -13,7 +13,7 @@ import pytest
 from compiler.bill import bill_of, compute, time_limit_hours
 from compiler.meaning import meaning, read_record, record_lines
 from compiler.model import Job
-from compiler.pipeline import compile_files
+from compiler.pipeline import Options, compile_files
 from compiler.plan import FieldChange, diff_meaning
 from tests.conftest import REPO
 
@@ -23,7 +23,7 @@ EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 def job_of(folder: Path, text: str, lock: Path | None = None) -> Job:
     run_file = folder / "run.yaml"
     run_file.write_text(text, encoding="utf-8")
-    result = compile_files([run_file], lock=lock)
+    result = compile_files([run_file], options=Options(lock=lock))
     assert not result.diagnostics, [d.text() for d in result.diagnostics]
     return result.scripts[0].job
 
@@ -208,7 +208,7 @@ def test_header_names_the_inputs_by_a_hash_anyone_can_recompute(tmp_path):
                f"files[\"p.py\"] {sha(b'x = 1' + bytes([10]))}\n"
                f"lock reg.example/img:1 {digest}\n")
     assert job.inputs == f"sha256:{sha(listing.encode())}"
-    script = compile_files([tmp_path / "run.yaml"], lock=lock).scripts[0].text
+    script = compile_files([tmp_path / "run.yaml"], options=Options(lock=lock)).scripts[0].text
     assert f"\n# inputs      {job.inputs}\n" in script
 
     lock.write_text(f"reg.example/img:1 {digest}\n", encoding="utf-8")  # another image's entry

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -35,7 +36,16 @@ def test_a_heredoc_delimiter_never_equals_a_line_of_the_body():
     assert heredoc_delimiter("OBC_EOF\nZOBC_EOF\n") == "YOBC_EOF"
     assert heredoc_delimiter("".join(f"{c}é\n" for c in "OZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqp"
                                      "onmlkjihgfedcba9876543210")) is None
-    assert heredoc_delimiter("  OBC_EOF\n") == "OBC_EOF"
+    assert heredoc_delimiter("OBC_EOFX\nOBC_EOF-x\n") == "OBC_EOF"
+
+
+@pytest.mark.parametrize("line", [
+    "OBC_EOF ", " OBC_EOF", "\tOBC_EOF", "OBC_EOF x", "OBC_EOF)", "OBC_EOF#", "OBC_EOF;",
+    "OBC_EOF>", "OBC_EOF|", "OBC_EOF&", "\u00a0OBC_EOF", "OBC_EOF\u200b"])
+def test_a_heredoc_delimiter_is_never_what_shellcheck_takes_for_an_end_token(line):
+    # Shells end the document only at the exact line; shellcheck reports these (SC1039,
+    # SC1118-SC1122) whatever the body means, so obc picks another delimiter.
+    assert heredoc_delimiter(f"a\n{line}\nb\n") == "ZOBC_EOF"
 
 
 def test_a_heredoc_delimiter_avoids_the_dash_multibyte_bug():

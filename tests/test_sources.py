@@ -210,7 +210,8 @@ def test_a_script_over_the_limit_is_not_given_to_shellcheck(repo, monkeypatch):
     Path("r.yaml").write_text(RUN.format(id="r") + f"description: {'d' * 700_000}\n"
                               "files: {a.txt: a.txt}\n")
     checked = []
-    monkeypatch.setattr(pipeline, "check_scripts", lambda scripts: checked.append(scripts) or [])
+    monkeypatch.setattr(pipeline, "check_scripts",
+                        lambda scripts, store: checked.append(scripts) or [])
 
     (problem,) = compile_files([Path("r.yaml")], out=Path("out")).diagnostics
 

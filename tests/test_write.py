@@ -200,6 +200,7 @@ def test_a_link_where_a_stale_script_would_be_is_not_removed(project, obc):
 
 
 def test_a_crash_between_writes_leaves_every_file_old_or_new(project, obc, monkeypatch):
+    monkeypatch.setenv("OBC_COMPILE_CACHE", "")  # its records are renamed into place too
     assert obc("compile", "examples", "-o", "out").code == 0
     scripts = sorted((project / "out").glob("*/job.sh"))
     new = {path: path.read_bytes() for path in scripts}
@@ -233,3 +234,29 @@ def test_a_crash_between_writes_leaves_every_file_old_or_new(project, obc, monke
     monkeypatch.setattr(write.os, "replace", real_replace)
     assert obc("compile", "examples", "-o", "out").code == 0
     assert [path.read_bytes() for path in scripts] == [new[path] for path in scripts]
+
+
+def test_a_file_that_cannot_be_written_changes_nothing(project, obc, monkeypatch):
+    # Every file is written beside its target before any is renamed into place.
+    monkeypatch.setenv("OBC_COMPILE_CACHE", "")  # it makes temporary files too
+    assert obc("compile", "examples", "-o", "out").code == 0
+    scripts = sorted((project / "out").glob("*/job.sh"))
+    old = {path: path.read_bytes().replace(b"set -u\n", b"set -u\n# old\n") for path in scripts}
+    for path, text in old.items():
+        path.write_bytes(text)
+    real_mkstemp, calls = write.tempfile.mkstemp, []
+
+    def fail_on_second(*args, **kwargs):
+        calls.append(kwargs["dir"])
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real_mkstemp(*args, **kwargs)
+
+    monkeypatch.setattr(write.tempfile, "mkstemp", fail_on_second)
+    outcome = obc("compile", "examples", "-o", "out")
+    assert outcome.code == 2
+    assert f"{calls[1]}/job.sh: cannot write: No space left on device; no file was changed" in (
+        outcome.stderr)
+    assert {path: path.read_bytes() for path in scripts} == old
+    assert sorted(p.name for p in (project / "out").rglob("*") if p.is_file()) == [
+        "job.sh"] * len(scripts)

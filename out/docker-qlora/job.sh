@@ -34,9 +34,10 @@
 # expands a secret, so even `sh -x job.sh` shows names only (PS4 is set first: an inherited
 # one would be expanded on every traced line).
 # Values are single-quoted on purpose: shellcheck need not point out that '$x' or '~/x'
-# stays as written (SC2016, SC2088) or that a backslash in quotes is literal (SC1003), nor
-# that a job id or step name such as `wait` is also a command's name (SC2209).
-# shellcheck disable=SC2016,SC2088,SC1003,SC2209
+# stays as written (SC2016, SC2088), that a backslash or a typographic quote (U+2018,
+# U+2019) in quotes is literal (SC1003, SC1112), nor that a job id or step name such as
+# `wait` is also a command's name (SC2209).
+# shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209
 PS4='+ '
 set -u
 # What the job inherits must not change how it runs: default field splitting, no CDPATH

@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=8902ee17a9a5a4fffd8b642f4117cb383a8bf369ba6588f60452af84bfa3240a ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=7b6a80ff9a24507a4ad62f9d4250e5bc52a5c97e6e6724662817cc40e2dd7672 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=338fc98845bfc04f34577ede686630adc3bc83018b0a2a4edee34b8f748c042a ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=b73aa701a645529811581f179bab8da54f2b04203c5624fc08358c717f2a6fce ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=1a7dd5ccd00646d3fb7113b71ca96a2ba911a93d093979b49ec1a95337e1b768 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=f32ad230daa4bda47a751c9cf845e45343f26e809d22d9951056bf8d47b0c6cf ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=c9069ae0d100c7bb744a521268c370b54bf64e08c545faafe4fb7a44ecc3ff24 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=018d77721e5f7de8000c10a97742976706da8017c8878b03af7f5086f884e2b4 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=52b9cc74780cca72bb81ae464861a766ef604ec4209e11d26288c777c26f642d ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=e5c6b5d07c876494296d76b6f4f718ea062d130b4136552abad1086e345927a0 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=8dcb0b9073386269e5d649e665a14df340a31dc28f8f7945e8736da77d74e049 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=a924dfa6672c468759ec2df0fddc44d0fa6615ea2a9c79f6f93d635a80fc073c ;;
     *) return 1 ;;
   esac
 }

@@ -1,0 +1,84 @@
+"""obc's cache on disk: small JSON records named by the hash of what they depend on.
+
+Two kinds share it: shellcheck's findings for a text (so a script shape, or an unchanged
+script, is checked once per shellcheck build), and compiled scripts by the bytes of their run
+file (so `compile --check` of an unchanged tree only hashes it). A record's name is the hash
+of everything its content depends on, so a record is never stale, only unused; any record
+can be deleted at any time. Writes go to a temporary file renamed into place, so concurrent
+compiles read a whole record or none. A cache that cannot be read or written is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# Part of every key: a new record layout makes the old records unused, never misread.
+FORMAT = "obc-cache-1"
+ENV_DIR = "OBC_COMPILE_CACHE"
+
+
+def default_dir() -> Path | None:
+    """Return the cache folder: $OBC_COMPILE_CACHE, else $XDG_CACHE_HOME/obc, else ~/.cache/obc;
+    None when OBC_COMPILE_CACHE is set but empty (no cache) or no home is known."""
+    chosen = os.environ.get(ENV_DIR)
+    if chosen is not None:
+        return Path(chosen) if chosen else None
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "obc"
+    try:
+        return Path.home() / ".cache" / "obc"
+    except RuntimeError:  # no HOME and no passwd entry
+        return None
+
+
+def digest(*parts: str | bytes) -> str:
+    """Return a hex SHA-256 of `parts`, each length-prefixed so that no two lists collide."""
+    hasher = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else part
+        hasher.update(len(data).to_bytes(8, "big"))
+        hasher.update(data)
+    return hasher.hexdigest()
+
+
+class Store:
+    """One kind of record, under `root/kind/`; a `None` root stores nothing."""
+
+    def __init__(self, root: Path | None, kind: str) -> None:
+        self.folder = None if root is None else root / kind
+
+    def get(self, key: str) -> Any:
+        """Return the record stored under `key`, or None if there is none (or it is unreadable)."""
+        if self.folder is None:
+            return None
+        try:
+            with open(self._path(key), encoding="utf-8") as stream:
+                return json.load(stream)
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, value: Any) -> None:
+        """Store `value` under `key`, atomically; a failure (full disk, read-only) is ignored."""
+        if self.folder is None:
+            return
+        path = self._path(key)
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as stream:
+                    json.dump(value, stream, ensure_ascii=False, separators=(",", ":"))
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key[2:]}.json"

@@ -1,0 +1,148 @@
+"""Outputs reused across runs: a run file whose bytes, name, embedded files, obc build and
+shellcheck build are all as when it last compiled (and passed the check) gives the same files
+(its job.sh, or a sweep's scripts, sweep.sh and runs.tsv), so `compile --check` of an
+unchanged tree only hashes it.
+
+A record holds, for each file, where it goes under OUT, its mode, a hash of its text (not the
+text) and where the id it is named after stands: when every file in OUT has its hash, they
+are the texts, and when one has not, the run file is compiled again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from .cache import FORMAT, Store, digest
+from .load import MAX_FILE_BYTES, Mark, display_name
+from .project import source_name
+from .resources import data_dir, schema_path
+
+_PACKAGE = Path(__file__).parent
+# A folder or file name under OUT as obc makes them: never `..`, never a path.
+_NAME = re.compile("[a-z0-9][a-z0-9_.-]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Reuse:
+    """Where records are kept, what all of them depend on, and the OUT they describe."""
+
+    store: Store
+    # The obc build (its code, templates and schema), the shellcheck that checked the
+    # scripts and the options that decide what a run file compiles to.
+    context: str
+    out: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Reused:
+    """A file under OUT as its run file compiled to last time, and still is: what write.plan
+    and the duplicate-id check need of it (pipeline.Script and sweep.SweepFile say more)."""
+
+    relative_path: str
+    text: str
+    mode: int
+    # The run file as diagnostics name it, as the header names it, and where the id stands.
+    file: str
+    source_file: str
+    id_mark: Mark
+    # No job to show: obc plan, which needs one, never reuses.
+    job = None
+
+    @property
+    def folder(self) -> str:
+        return self.relative_path.split("/")[0]
+
+
+@cache
+def build_fingerprint() -> str:
+    """Return a hash of obc's own code, templates and schema: a version string alone would not
+    change when a checkout is edited."""
+    files = sorted({*_PACKAGE.rglob("*.py"), *data_dir("templates").glob("*.j2"), schema_path()})
+    return digest(*(part for path in files
+                    for part in (path.relative_to(path.parent.parent).as_posix(),
+                                 path.read_bytes())))
+
+
+def lookup(reuse: Reuse, path: Path, project: Path) -> tuple[str | None, list[Reused] | None]:
+    """Return the key of the run file at `path` (in the project rooted at `project`), and its
+    files as it compiled last time if the run file, every file it embeds and the files in OUT
+    are as they were then."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None, None  # never open a pipe or a device here
+        data = path.read_bytes()
+    except OSError:
+        return None, None  # the compile proper reports it
+    # Where the run file is named from and where it resolves to decide what it may embed and
+    # how its header names it; its bytes, what it says.
+    key = digest(FORMAT, "outputs", reuse.context, display_name(path), source_name(path),
+                 os.path.abspath(path), os.path.realpath(path), str(project), data)
+    try:
+        return key, _reused(reuse, path, reuse.store.get(key))
+    except (KeyError, TypeError, ValueError):  # a record from elsewhere, or damaged
+        return key, None
+
+
+def _reused(reuse: Reuse, path: Path, record: Any) -> list[Reused] | None:
+    if record is None or record["inputs"] != _input_prints(
+            path.parent, [name for name, _, _ in record["inputs"]]):
+        return None
+    found = []
+    for relative, mode, sha256, line, column in record["outputs"]:
+        parts = relative.split("/")
+        # It names a file obc writes to: never trust it blindly.
+        if len(parts) != 2 or not all(_NAME.fullmatch(part) for part in parts):
+            return None
+        try:
+            data = (reuse.out / relative).read_bytes()
+        except OSError:
+            return None
+        if hashlib.sha256(data).hexdigest() != sha256:
+            return None
+        found.append(Reused(relative, data.decode("utf-8"), int(mode), display_name(path),
+                            source_name(path), Mark(int(line), int(column))))
+    return found or None
+
+
+def remember(reuse: Reuse, key: str, record: dict[str, Any]) -> None:
+    """Keep `record` (of files that passed the check) under `key`."""
+    reuse.store.put(key, record)
+
+
+def record(outputs: Iterable[Any], inputs: list[str], directory: Path) -> \
+        dict[str, Any] | None:
+    """Return what to keep of the files a run file in `directory` compiled to (each with a
+    relative_path, text, mode and id_mark), built from the files `inputs` names besides it;
+    None if one of those is gone already."""
+    prints = _input_prints(directory, inputs)
+    if prints is None:
+        return None
+    return {"outputs": [[output.relative_path, output.mode,
+                         hashlib.sha256(output.text.encode("utf-8")).hexdigest(),
+                         output.id_mark.line, output.id_mark.column] for output in outputs],
+            "inputs": prints}
+
+
+def _input_prints(directory: Path, names: list[str]) -> list[list[str]] | None:
+    """Return what identifies each file: its name as written, where it resolves to, and a
+    hash of its bytes (of as many as obc reads)."""
+    prints = []
+    for name in names:
+        real = os.path.realpath(directory / name)
+        try:
+            if not stat.S_ISREG(os.stat(real).st_mode):
+                return None  # never open a pipe or a device here
+            with open(real, "rb") as stream:
+                content = stream.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            return None
+        prints.append([name, real, hashlib.sha256(content).hexdigest()])
+    return prints
