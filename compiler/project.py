@@ -33,7 +33,7 @@ def shown(path: Path) -> str:
     return visible(os.fsencode(path.as_posix()).decode("utf-8", "backslashreplace"))
 
 
-def resolve_source(name: str, out: Path) -> Path:
-    """Return where the run file a script under `out` names is, read the way source_name
-    wrote it."""
-    return (git_work_tree(out) or Path.cwd()) / name
+def names_root(out: Path) -> Path:
+    """Return the folder that the run files named by the scripts under `out` are relative
+    to, read the way source_name wrote them."""
+    return git_work_tree(out) or Path.cwd()

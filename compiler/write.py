@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 
 from .diagnostics import ObcError
 from .pipeline import SCRIPT_MODE, SCRIPT_NAME
-from .project import resolve_source
+from .project import names_root
 from .summary import GENERATED_PREFIX
 from .sweep import RUNS_TABLE, SWEEP_SCRIPT
 
@@ -63,8 +63,10 @@ class Change:
 
     def source(self) -> str | None:
         """Return the run file named in the header of the file on disk, if it names one."""
-        second = _lines(self.old)[1:2]
-        line = second[0].rstrip("\r\n") if second else ""
+        # Line 2 only: a thousand kept scripts must not be decoded whole to find it.
+        stream = io.BytesIO(self.old or b"")
+        stream.readline()
+        line = stream.readline().decode("utf-8", errors="replace").rstrip("\r\n")
         if line.startswith(HEADER_PREFIX) and line.endswith(HEADER_SUFFIX):
             return line[len(HEADER_PREFIX):-len(HEADER_SUFFIX)]
         return None
@@ -125,20 +127,22 @@ def plan(out: Path, scripts: Iterable[Output], *, prune: bool = False) -> list[C
     for script in scripts:
         folders = compiled.setdefault(script.source_file, [])
         folders += [] if script.folder in folders else [script.folder]
-    changes += [_unproduced(out, path, compiled, prune)
+    root = names_root(out)
+    changes += [_unproduced(root, path, compiled, prune)
                 for path in _obc_files(out) if path not in wanted]
     return sorted(changes, key=lambda change: str(change.path))
 
 
-def _unproduced(out: Path, path: Path, compiled: dict[str, list[str]], prune: bool) -> Change:
-    """What becomes of an obc script that no input produced this time."""
+def _unproduced(root: Path, path: Path, compiled: dict[str, list[str]], prune: bool) -> Change:
+    """What becomes of an obc script that no input produced this time (`root`: what the run
+    file in its header is relative to)."""
     old = path.read_bytes()
     source = Change(path, "stale", old).source()
     if prune:
         return Change(path, "stale", old, reason="not produced by these inputs (--prune)")
     if source is None:
         return Change(path, "stale", old, reason="its header names no run file")
-    if not resolve_source(source, out).is_file():
+    if not (root / source).is_file():
         return Change(path, "stale", old, reason=f"its run file {source} is gone")
     if source in compiled and len(compiled[source]) == 1:
         return Change(path, "stale", old, reason=f"its run file {source} now has id "
