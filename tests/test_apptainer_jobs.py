@@ -63,9 +63,12 @@ def test_apptainer_gets_its_options_and_the_container_only_what_the_job_gives(
         tmp_path, sandbox, shell):
     script = write_script(tmp_path, compile_text(tmp_path, run_file(tmp_path, rest=AXOLOTL)))
     # What the job inherits must not reach the container, the same names with apptainer's
-    # prefixes included (an inherited one would make apptainer print both values).
+    # prefixes included (an inherited one would make apptainer print both values), and
+    # other names with them (the header does not show them). A value with a line that looks
+    # like another such variable only unsets that name too.
     env = sandbox.env(HF_TOKEN="t", LOGNAME="me", SINGULARITYENV_HF_TOKEN="old",
-                      APPTAINERENV_WANDB_PROJECT="old")
+                      APPTAINERENV_WANDB_PROJECT="old", APPTAINERENV_LD_PRELOAD="/x.so",
+                      SINGULARITYENV_OTHER="o", A="1\nAPPTAINERENV_HF_HOME=/y")
     run = sandbox.run(script, shell=shell, env=env)
     assert run.returncode == 0, run.stderr
     run_dir = sandbox.home / "overbrainer/runs/app"

@@ -315,7 +315,13 @@ obc_pass_by_name() {
 # APPTAINERENV_<NAME> (SINGULARITYENV_<NAME> for singularity) in as NAME, whatever
 # --cleanenv drops, and with --no-eval as it is (--env would split a value on commas, and
 # --env-file reads it as shell). Tracing is off meanwhile: `sh -x` would show a secret.
+# First, every variable with either prefix that the job inherited is unset: it would give
+# the container a name the header does not show.
 obc_container_env() {
+  for OBC_INHERITED in $(env | sed -n -e 's/^\(APPTAINERENV_[A-Za-z0-9_]*\)=.*/\1/p' \
+      -e 's/^\(SINGULARITYENV_[A-Za-z0-9_]*\)=.*/\1/p'); do
+    unset "$OBC_INHERITED"
+  done
   case $- in *x*) OBC_TRACED=1; set +x ;; *) OBC_TRACED= ;; esac
   obc_pass "$1" HF_HOME /workspace/hf-cache
   obc_pass "$1" AXOLOTL_DO_NOT_TRACK 1
