@@ -72,7 +72,10 @@ AXOLOTL_NAMES = ["HF_HOME", *dict(AXOLOTL_ENV), "WANDB_PROJECT", "WANDB_RUN_ID",
 def test_each_step_is_srun_with_pyxis_options_and_the_values_in_its_environment(
         tmp_path, slurm_box, shell):
     script = write_script(tmp_path, compile_text(tmp_path, run_file(rest=AXOLOTL)))
-    run = slurm_box.run(script, shell=shell, env=in_job(slurm_box, HF_TOKEN="t"))
+    # pyxis reads an option it is not given from PYXIS_CONTAINER_<OPTION>: inherited ones
+    # would change the container (a writable one, a named one kept after the job).
+    run = slurm_box.run(script, shell=shell, env=in_job(
+        slurm_box, HF_TOKEN="t", PYXIS_CONTAINER_WRITABLE="1", PYXIS_CONTAINER_NAME="kept"))
     assert run.returncode == 0, run.stderr
     run_dir = slurm_box.home / "overbrainer/runs/enr"
     cache_dir = slurm_box.home / "overbrainer/.hf-cache"
@@ -90,6 +93,7 @@ def test_each_step_is_srun_with_pyxis_options_and_the_values_in_its_environment(
             "HF_HOME": "/workspace/hf-cache", **dict(AXOLOTL_ENV), "WANDB_PROJECT": "a,b",
             "WANDB_RUN_ID": f"enr-{run_dir_hash(run_dir)}", "HF_TOKEN": "t",
             "WANDB_API_KEY": None}
+        assert not [name for name in record["env"] if name.startswith("PYXIS_CONTAINER_")]
     assert [s["cwd"] for s in steps(slurm_box)] == [str(run_dir)] * 2
 
 

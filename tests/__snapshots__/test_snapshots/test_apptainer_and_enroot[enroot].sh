@@ -264,10 +264,12 @@ obc_start() {
 # the image with enroot, the run dir at /workspace/run. The job's variables reach it through
 # srun's environment (--export=ALL); --container-env names each one obc sets, or the image
 # and enroot's hooks (which set MASTER_ADDR, RANK...) would replace it. srun of Slurm 22.05
-# to 23.02 does not take --cpus-per-task from the job: it is passed on.
+# to 23.02 does not take --cpus-per-task from the job: it is passed on. pyxis reads an
+# option it is not given from PYXIS_CONTAINER_<OPTION>: inherited ones are unset.
 obc_srun() {
   OBC_RUNNER=$1 OBC_NODES=$2
   shift 2
+  obc_unset_inherited PYXIS_CONTAINER_
   "$OBC_RUNNER" env \
     'HF_HOME=/workspace/hf-cache' \
     'WANDB_PROJECT=a,b' \
@@ -287,6 +289,16 @@ obc_step_command() {
   OBC_RUNNER=$1
   shift
   obc_srun "$OBC_RUNNER" 1 "$@"
+}
+
+# obc_unset_inherited PREFIX...: unsets every variable of the job's environment whose name
+# starts with a PREFIX (a name in a value's later line is only unset too).
+obc_unset_inherited() {
+  for OBC_PREFIX in "$@"; do
+    for OBC_INHERITED in $(env | sed -n "s/^\\(${OBC_PREFIX}[A-Za-z0-9_]*\\)=.*/\\1/p"); do
+      unset "$OBC_INHERITED"
+    done
+  done
 }
 
 # Ends the step's process group, the program and everything it started: TERM, then KILL for

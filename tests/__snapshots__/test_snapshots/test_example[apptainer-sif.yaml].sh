@@ -315,10 +315,7 @@ obc_pass_by_name() {
 # First, every variable with either prefix that the job inherited is unset: it would give
 # the container a name the header does not show.
 obc_container_env() {
-  for OBC_INHERITED in $(env | sed -n -e 's/^\(APPTAINERENV_[A-Za-z0-9_]*\)=.*/\1/p' \
-      -e 's/^\(SINGULARITYENV_[A-Za-z0-9_]*\)=.*/\1/p'); do
-    unset "$OBC_INHERITED"
-  done
+  obc_unset_inherited APPTAINERENV_ SINGULARITYENV_
   case $- in *x*) OBC_TRACED=1; set +x ;; *) OBC_TRACED= ;; esac
   obc_pass "$1" HF_HOME /workspace/hf-cache
   obc_pass "$1" AXOLOTL_DO_NOT_TRACK 1
@@ -343,6 +340,16 @@ obc_step_command() {
     --bind /shared/datasets:/data:ro \
     --pwd /workspace/run \
     "$OBC_IMAGE" "$@"
+}
+
+# obc_unset_inherited PREFIX...: unsets every variable of the job's environment whose name
+# starts with a PREFIX (a name in a value's later line is only unset too).
+obc_unset_inherited() {
+  for OBC_PREFIX in "$@"; do
+    for OBC_INHERITED in $(env | sed -n "s/^\\(${OBC_PREFIX}[A-Za-z0-9_]*\\)=.*/\\1/p"); do
+      unset "$OBC_INHERITED"
+    done
+  done
 }
 
 # Stops the step: TERM to apptainer, which passes it on to the program in the container (to
