@@ -213,13 +213,16 @@ def test_an_image_path_with_a_variable_is_expanded_where_the_job_runs(tmp_path, 
     assert "$IMAGES is not set or empty, and runtime.image needs it" in unset.stderr
 
 
-def test_dry_run_prints_what_pastes_back_to_the_same_container(tmp_path, sandbox):
+# An optional secret that is not set is not passed: the printed commands say so too.
+@pytest.mark.parametrize("optional", [{"WANDB_API_KEY": "k"}, {}])
+def test_dry_run_prints_what_pastes_back_to_the_same_container(tmp_path, sandbox, optional):
     script = write_script(tmp_path, compile_text(tmp_path, run_file(tmp_path, rest=AXOLOTL)))
-    env = sandbox.env(HF_TOKEN="it's $secret", WANDB_API_KEY="k")
+    env = sandbox.env(HF_TOKEN="it's $secret", **optional)
     dry = sandbox.run(script, "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert dry.records == [] and not (sandbox.home / "overbrainer").exists()
     assert "export APPTAINERENV_HF_TOKEN=\"$HF_TOKEN\"" in dry.stdout.splitlines()
+    assert ("APPTAINERENV_WANDB_API_KEY" in dry.stdout) == bool(optional)
     pasted = subprocess.run([shutil.which("dash"), "-c", dry.stdout], env=env,
                             capture_output=True, text=True, check=False)
     assert pasted.returncode == 0, pasted.stderr

@@ -274,10 +274,10 @@ obc_pass() {
 }
 
 # obc_pass_by_name RUNNER NAME [VALUE]: obc_pass for a value that is not in this script (a
-# secret, what Slurm or the rendezvous set), which --dry-run prints as "$NAME".
+# secret, what Slurm or the rendezvous set), which --dry-run prints as "$NAME" if it is set.
 obc_pass_by_name() {
   if [ "$1" = obc_print_command ]; then
-    printf 'export %s%s="$%s"\n' "$OBC_ENV_PREFIX" "$2" "$2"
+    [ "$#" -lt 3 ] || printf 'export %s%s="$%s"\n' "$OBC_ENV_PREFIX" "$2" "$2"
   else
     obc_pass "$@"
   fi
