@@ -82,7 +82,8 @@ def _build_job(source: Source, project: Project, name: str, digests: Mapping[str
         # A config file a sweep patched is an input too, though not embedded as it is.
         attachments = {**attachments, CONFIG_FIELD: Embedding(project).read(
             source.directory / sweep.config_file)}
-    inputs = inputs_digest(source.sha256, attachments, lock_entry(source.data, digests))
+    inputs = inputs_digest(source.sha256, attachments,
+                           lock_entry(getattr(job.runtime, "image", None), digests))
     return replace(job, inputs=inputs), []
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from .build import build_jobs
 from .diagnostics import Diagnostic
 from .load import Source
-from .lockfile import Lock, image_problem, is_pinned, read_lock
+from .lockfile import Lock, image_problem, lockable_image, read_lock
 from .pipeline import run_files
 from .registry import ResolveError
 
@@ -80,10 +80,10 @@ def find_tags(paths: Iterable[Path]) -> tuple[Tags, list[Diagnostic]]:
         built = build_jobs(path, {})
         problems += built.problems
         for source, job in built.jobs:
-            container = job.container
-            if container is None or is_pinned(container.image):
+            image = lockable_image(job)
+            if image is None:
                 continue
-            users = tags.setdefault(container.image, [])
+            users = tags.setdefault(image, [])
             # A sweep's runs that take the image from one place in it are one use of it.
             if image_problem(source, "") not in [image_problem(used, "") for used in users]:
                 users.append(source)

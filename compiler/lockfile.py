@@ -100,16 +100,29 @@ def image_problem(source: Source, message: str) -> Diagnostic:
     return Diagnostic(source.file, mark.line, mark.column, field_path(path), message)
 
 
+def lockable_image(job: Job) -> str | None:
+    """The image tag of `job` that obc.lock pins, if it is not pinned already: a container's,
+    or the registry image of an enroot 4 job (enroot 3 takes no digest)."""
+    if job.container is not None:
+        image = job.container.image
+    elif job.enroot is not None and job.enroot.takes_digest and not job.enroot.image_is_file:
+        image = job.enroot.image
+    else:
+        return None
+    return None if is_pinned(image) else image
+
+
 def unpinned_images(source: Source, job: Job, lock_file: Path) -> list[Diagnostic]:
-    """The problem `--require-digests` reports: an image neither pinned nor locked (an
-    enroot job's registry image is not locked: enroot 3 would not take the digest)."""
-    container, enroot = job.container, job.enroot
-    if enroot is not None and not enroot.image_is_file and not is_pinned(enroot.image):
+    """The problem `--require-digests` reports: an image neither pinned nor locked."""
+    enroot = job.enroot
+    if enroot is not None and not enroot.takes_digest and not enroot.image_is_file:
         return [image_problem(source, f"{enroot.image!r} is not pinned by digest; import it "
                                       "into a squashfs file (enroot import) and give its "
-                                      "path, or, with enroot 4, write NAME:TAG@sha256:<digest>")]
-    if container is None or is_pinned(container.image):
+                                      "path, or, with enroot 4, lock it (obc lock) or write "
+                                      "NAME:TAG@sha256:<digest>")]
+    image = lockable_image(job)
+    if image is None:
         return []
-    return [image_problem(source, f"{container.image!r} is neither pinned by digest nor "
-                                  f"locked in {lock_file}; run obc lock, or write the image "
-                                  "as NAME:TAG@sha256:<digest>")]
+    return [image_problem(source, f"{image!r} is neither pinned by digest nor locked in "
+                                  f"{lock_file}; run obc lock, or write the image as "
+                                  "NAME:TAG@sha256:<digest>")]

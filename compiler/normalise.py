@@ -23,7 +23,7 @@ from .model import (
     Step,
     SweepRun,
 )
-from .runtimes import INVOKER, Apptainer, Container, Enroot, Mount, Native
+from .runtimes import ENROOT_DIGESTS, INVOKER, Apptainer, Container, Enroot, Mount, Native
 from .slurm import Slurm, default_signal
 
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
@@ -116,19 +116,25 @@ def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,
                          mounts=mounts, cleanenv=runtime.get("cleanenv", True),
                          contain=runtime.get("contain", True))
     if kind == "enroot":
-        return Enroot(image=runtime["image"], image_sha256=runtime.get("image_sha256"),
-                      mounts=mounts, enroot_version=runtime.get("enroot_version", 3))
-    image = runtime.get("image", DEFAULT_IMAGE)
+        version = runtime.get("enroot_version", 3)
+        image = runtime["image"]
+        return Enroot(image=_locked(image, digests) if version >= ENROOT_DIGESTS else image,
+                      image_sha256=runtime.get("image_sha256"), mounts=mounts,
+                      enroot_version=version)
     return Container(
         engine=kind,
-        # A locked tag keeps its name for the reader and gains the digest the engine pulls.
-        image=f"{image}@{digests[image]}" if image in digests else image,
+        image=_locked(runtime.get("image", DEFAULT_IMAGE), digests),
         shm_size=runtime.get("shm_size"),
         mounts=mounts,
         extra_args=tuple(runtime.get("extra_args", ())),
         user=str(runtime.get("user", INVOKER)),
         host_network=multi_node,
     )
+
+
+def _locked(image: str, digests: Mapping[str, str]) -> str:
+    """A locked tag keeps its name for the reader and gains the digest the engine pulls."""
+    return f"{image}@{digests[image]}" if image in digests else image
 
 
 def _gpus(gpus: str | list[int | str]) -> str | tuple[str, ...]:

@@ -39,7 +39,8 @@ def inputs_digest(run_file: str, attachments: Mapping[Path_, str],
     return f"sha256:{sha256(listing.encode())}"
 
 
-def lock_entry(data: dict, digests: Mapping[str, str]) -> tuple[str, str] | None:
-    """Return the lock entry (tag, digest) that applies to a valid run file's image, if any."""
-    image = data["runtime"].get("image")
-    return (image, digests[image]) if image in digests else None
+def lock_entry(image: str | None, digests: Mapping[str, str]) -> tuple[str, str] | None:
+    """Return the lock entry (tag, digest) that gave a job's image, as the job runs it, its
+    digest, if one did (a default image too; not an enroot 3 job's, which takes none)."""
+    tag, at, digest = (image or "").rpartition("@")
+    return (tag, digest) if at and digests.get(tag) == digest else None

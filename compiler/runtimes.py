@@ -99,6 +99,8 @@ class Apptainer(_ImageFile):
     contain: bool = True
 
 
+# The first enroot that reads an image's digest.
+ENROOT_DIGESTS = 4
 # Docker Hub's names, which enroot 3 reaches only without a registry part.
 DOCKER_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
 
@@ -113,6 +115,10 @@ class Enroot(_ImageFile):
     mounts: tuple[Mount, ...]
     # enroot before 4.0 reads REGISTRY#IMAGE:TAG only, without a digest.
     enroot_version: int = 3
+
+    @property
+    def takes_digest(self) -> bool:
+        return self.enroot_version >= ENROOT_DIGESTS
 
     @property
     def pyxis_image(self) -> str:

@@ -219,8 +219,8 @@ def test_require_digests_refuses_an_enroot_image_by_tag(tmp_path, obc, monkeypat
     assert done.code == 1
     assert done.stderr.splitlines()[0] == (
         f"run.yaml:5:10: error: runtime.image: '{IMAGE}' is not pinned by digest; import it "
-        "into a squashfs file (enroot import) and give its path, or, with enroot 4, write "
-        "NAME:TAG@sha256:<digest>")
+        "into a squashfs file (enroot import) and give its path, or, with enroot 4, lock it "
+        "(obc lock) or write NAME:TAG@sha256:<digest>")
     Path("run.yaml").write_text(run_file(rest="steps: [{name: s, run: [record]}]\n")
                                 .replace(IMAGE, "/shared/axolotl.sqsh"))
     assert obc("compile", "run.yaml", "-o", "out", "--require-digests").code == 0

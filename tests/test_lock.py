@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.lockfile import HEADER
 from tests.engines import Engine, trainer_records
 from tests.registry import (
     DOCKER_LIST,
@@ -112,6 +113,54 @@ def test_lock_needs_no_token_from_a_registry_without_auth(obc, start_registry, i
     assert obc("lock", "runs").code == 0
     assert entries() == {name: registry.inspect("1")["Digest"]}
     assert token_service.seen == []
+
+
+def write_enroot_run(version: int, image: str) -> None:
+    RUNS.mkdir(exist_ok=True)
+    (RUNS / f"e{version}.yaml").write_text(
+        f"version: 1\nid: e{version}\nruntime:\n  kind: enroot\n  image: {image}\n"
+        f"  enroot_version: {version}\nslurm: {{}}\n"
+        "steps:\n  - name: hello\n    run: [echo, hello]\n", encoding="utf-8")
+
+
+def test_an_enroot_4_job_runs_the_locked_digest_and_an_enroot_3_job_cannot(
+        obc, start_registry, image) -> None:
+    registry = start_registry(auth="none")
+    name = image(registry)
+    write_enroot_run(3, name)
+    assert obc("lock", "runs").code == 0
+    assert entries() == {}  # enroot 3 takes no digest: nothing to lock
+    write_enroot_run(4, name)
+    assert obc("lock", "runs").code == 0
+    digest = registry.inspect("1")["Digest"]
+    assert entries() == {name: digest}
+
+    assert obc("compile", "runs", "-o", "out").code == 0
+    host, _, path = name.partition("/")
+    assert f"--container-image={host}#{path}@{digest}'" in (OUT / "e4/job.sh").read_text()
+    assert f"--container-image={host}#{path}'" in (OUT / "e3/job.sh").read_text()
+    done = obc("compile", "runs", "-o", "out", "--require-digests")
+    assert done.code == 1
+    assert [line for line in done.stderr.splitlines() if ": error: " in line] == [
+        f"runs/e3.yaml:5:10: error: runtime.image: {name!r} is not pinned by digest; import "
+        "it into a squashfs file (enroot import) and give its path, or, with enroot 4, lock "
+        "it (obc lock) or write NAME:TAG@sha256:<digest>"]
+
+
+def test_a_lock_entry_is_an_input_of_the_scripts_it_gives_a_digest_only(obc) -> None:
+    name = "registry.example/obc/test:1"
+    write_run("a", name)
+    write_enroot_run(3, name)
+
+    def inputs_lines(digest: str) -> dict[str, str]:
+        LOCK.write_text(f"{HEADER}{name} sha256:{digest * 64}\n", encoding="utf-8")
+        assert obc("compile", "runs", "-o", "out").code == 0
+        return {job: next(line for line in (OUT / job / "job.sh").read_text().splitlines()
+                          if line.startswith("# inputs")) for job in ("a", "e3")}
+
+    before, after = inputs_lines("a"), inputs_lines("b")
+    assert before["a"] != after["a"]
+    assert before["e3"] == after["e3"]  # enroot 3 takes no digest: the lock is not its input
 
 
 def test_lock_check_reports_a_tag_that_moved(obc, start_registry, image) -> None:
