@@ -30,8 +30,9 @@ EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.yaml"))
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example(example, script_snapshot, monkeypatch):
     monkeypatch.chdir(REPO)
-    # Rendered and checked now: with the cache, an earlier compile of the examples into out/
-    # (the session shares one) would have this one reuse out/ and render nothing.
+    # Rendered and checked now: with the cache (the session shares one), an earlier compile
+    # of the examples, into any folder, would have this one reuse out/, which holds the same
+    # bytes, and render nothing.
     result = compile_files([Path("examples") / example], out=Path("out"),
                            options=Options(cache=False))
     assert not result.diagnostics
