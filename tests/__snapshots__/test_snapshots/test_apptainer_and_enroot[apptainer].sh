@@ -262,15 +262,13 @@ obc_start() {
 }
 
 # obc_pass RUNNER NAME [VALUE]: the container gets NAME=VALUE (no NAME without a VALUE)
-# through the variable $OBC_ENV_PREFIX$NAME; the same name with the other prefix is unset,
-# since apptainer given both would print both values. Under --dry-run, prints the export.
+# through the variable $OBC_ENV_PREFIX$NAME. Under --dry-run, prints the export.
 obc_pass() {
   if [ "$1" = obc_print_command ]; then
     [ "$#" -lt 3 ] || obc_print_command export "$OBC_ENV_PREFIX$2=$3"
-    return 0
+  elif [ "$#" -ge 3 ]; then
+    export "$OBC_ENV_PREFIX$2=$3"
   fi
-  unset "APPTAINERENV_$2" "SINGULARITYENV_$2"
-  [ "$#" -lt 3 ] || export "$OBC_ENV_PREFIX$2=$3"
 }
 
 # obc_pass_by_name RUNNER NAME [VALUE]: obc_pass for a value that is not in this script (a
@@ -287,10 +285,7 @@ obc_pass_by_name() {
 # APPTAINERENV_<NAME> (SINGULARITYENV_<NAME> for singularity) in as NAME, whatever
 # --cleanenv drops, and with --no-eval as it is (--env would split a value on commas, and
 # --env-file reads it as shell). Tracing is off meanwhile: `sh -x` would show a secret.
-# First, every variable with either prefix that the job inherited is unset: it would give
-# the container a name the header does not show.
 obc_container_env() {
-  obc_unset_inherited APPTAINERENV_ SINGULARITYENV_
   case $- in *x*) OBC_TRACED=1; set +x ;; *) OBC_TRACED= ;; esac
   obc_pass "$1" HF_HOME /workspace/hf-cache
   obc_pass "$1" WANDB_PROJECT a,b
@@ -574,6 +569,10 @@ fi
 obc_prepare_run_dir
 [ -n "$OBC_DRY_RUN" ] || obc_begin_attempt
 obc_run mkdir -p -- "$OBC_CACHE_DIR" || obc_exit 1
+# The containers get what the header says: a variable with either prefix that the job
+# inherited would give them a name nobody reviewed (and one name with both prefixes makes
+# apptainer print both values).
+obc_unset_inherited APPTAINERENV_ SINGULARITYENV_
 obc_run mkdir -p -- "$OBC_RUN_DIR/.obc/home" || obc_exit 1
 obc_run cd -- "$OBC_RUN_DIR" || obc_exit 1
 

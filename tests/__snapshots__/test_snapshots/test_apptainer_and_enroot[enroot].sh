@@ -264,12 +264,10 @@ obc_start() {
 # the image with enroot, the run dir at /workspace/run. The job's variables reach it through
 # srun's environment (--export=ALL); --container-env names each one obc sets, or the image
 # and enroot's hooks (which set MASTER_ADDR, RANK...) would replace it. srun of Slurm 22.05
-# to 23.02 does not take --cpus-per-task from the job: it is passed on. pyxis reads an
-# option it is not given from PYXIS_CONTAINER_<OPTION>: inherited ones are unset.
+# to 23.02 does not take --cpus-per-task from the job: it is passed on.
 obc_srun() {
   OBC_RUNNER=$1 OBC_NODES=$2
   shift 2
-  obc_unset_inherited PYXIS_CONTAINER_
   "$OBC_RUNNER" env \
     'HF_HOME=/workspace/hf-cache' \
     'WANDB_PROJECT=a,b' \
@@ -561,6 +559,9 @@ fi
 obc_prepare_run_dir
 [ -n "$OBC_DRY_RUN" ] || obc_begin_attempt
 obc_run mkdir -p -- "$OBC_CACHE_DIR" || obc_exit 1
+# pyxis reads an option it is not given from PYXIS_CONTAINER_<OPTION>: one the job inherited
+# would change the containers.
+obc_unset_inherited PYXIS_CONTAINER_
 obc_run cd -- "$OBC_RUN_DIR" || obc_exit 1
 
 # --- steps -----------------------------------------------------------------------------

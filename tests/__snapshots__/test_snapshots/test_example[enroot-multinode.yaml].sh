@@ -293,12 +293,10 @@ obc_start() {
 # the image with enroot, the run dir at /workspace/run. The job's variables reach it through
 # srun's environment (--export=ALL); --container-env names each one obc sets, or the image
 # and enroot's hooks (which set MASTER_ADDR, RANK...) would replace it. srun of Slurm 22.05
-# to 23.02 does not take --cpus-per-task from the job: it is passed on. pyxis reads an
-# option it is not given from PYXIS_CONTAINER_<OPTION>: inherited ones are unset.
+# to 23.02 does not take --cpus-per-task from the job: it is passed on.
 obc_srun() {
   OBC_RUNNER=$1 OBC_NODES=$2
   shift 2
-  obc_unset_inherited PYXIS_CONTAINER_
   "$OBC_RUNNER" env \
     'HF_HOME=/workspace/hf-cache' \
     'AXOLOTL_DO_NOT_TRACK=1' \
@@ -783,6 +781,9 @@ dynamic_checkpoint:
   enabled: true
   check_interval: 1
 OBC_EOF
+# pyxis reads an option it is not given from PYXIS_CONTAINER_<OPTION>: one the job inherited
+# would change the containers.
+obc_unset_inherited PYXIS_CONTAINER_
 obc_run cd -- "$OBC_RUN_DIR" || obc_exit 1
 obc_rendezvous
 
