@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .cache import FORMAT, Store, digest
 from .diagnostics import Diagnostic, ObcError
+from .workers import cores
 
 # Options: POSIX sh (what the scripts promise), no user .shellcheckrc (same findings on every
 # machine), every finding down to style level counts.
@@ -169,9 +170,8 @@ def _run_in_parallel(shellcheck: str, paths: list[str]) -> list[dict]:
     A few (the handful of shapes of a compile) go to one shellcheck: each holds about 50 MB,
     and a second one beside obc's own process, which holds every script by then, would take
     a compile of 1,000 run files past 150 MB to save well under a second."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    processes = (cores or 1) if len(paths) >= PARALLEL_FROM else 1
-    shares = [paths[i::processes] for i in range(processes)]
+    count = cores() if len(paths) >= PARALLEL_FROM else 1
+    shares = [paths[i::count] for i in range(count)]
     environment = {name: value for name, value in os.environ.items() if name != _CALLER_OPTIONS}
     processes = [subprocess.Popen([shellcheck, *SHELLCHECK_ARGS, *share], text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,

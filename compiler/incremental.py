@@ -75,11 +75,8 @@ def lookup(reuse: Reuse, path: Path, project: Path) -> tuple[str | None, list[Re
     """Return the key of the run file at `path` (in the project rooted at `project`), and its
     files as it compiled last time if the run file, every file it embeds and the files in OUT
     are as they were then."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None, None  # never open a pipe or a device here
-        data = path.read_bytes()
-    except OSError:
+    data = _read_regular(str(path))
+    if data is None:
         return None, None  # the compile proper reports it
     # Where the run file is named from and where it resolves to decide what it may embed and
     # how its header names it; its bytes, what it says.
@@ -112,11 +109,6 @@ def _reused(reuse: Reuse, path: Path, record: Any) -> list[Reused] | None:
     return found or None
 
 
-def remember(reuse: Reuse, key: str, record: dict[str, Any]) -> None:
-    """Keep `record` (of files that passed the check) under `key`."""
-    reuse.store.put(key, record)
-
-
 def record(outputs: Iterable[Any], inputs: list[str], directory: Path) -> \
         dict[str, Any] | None:
     """Return what to keep of the files a run file in `directory` compiled to (each with a
@@ -137,12 +129,20 @@ def _input_prints(directory: Path, names: list[str]) -> list[list[str]] | None:
     prints = []
     for name in names:
         real = os.path.realpath(directory / name)
-        try:
-            if not stat.S_ISREG(os.stat(real).st_mode):
-                return None  # never open a pipe or a device here
-            with open(real, "rb") as stream:
-                content = stream.read(MAX_FILE_BYTES + 1)
-        except OSError:
+        content = _read_regular(real)
+        if content is None:
             return None
         prints.append([name, real, hashlib.sha256(content).hexdigest()])
     return prints
+
+
+def _read_regular(path: str) -> bytes | None:
+    """Return as many bytes of the regular file at `path` as obc reads (one more than it
+    accepts); None if it is not one (a pipe or a device is never opened) or cannot be read."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as stream:
+            return stream.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None

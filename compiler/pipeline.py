@@ -153,7 +153,7 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
         if not result.diagnostics and plan.reuse is not None:
             for _, memo in compiled:
                 if memo is not None:
-                    incremental.remember(plan.reuse, *memo)  # checked clean: worth keeping
+                    plan.reuse.store.put(*memo)  # checked clean: worth keeping
     # A sweep's runs can share a problem of their run file (an unpinned image): once.
     result.diagnostics = sorted(set(result.diagnostics))
     return result

@@ -50,10 +50,7 @@ def validate(source: Source) -> list[Diagnostic]:
         return [Diagnostic(source.file, 1, 1, "", "this is an Axolotl config, not a run file",
                            "a run file names it: version: 1, id: ..., runtime: {kind: ...}, "
                            f"trainer: {{axolotl: {{config: {source.file}}}}}")]
-    found: set[Diagnostic] = set()
-    if not fastschema.is_valid(run_schema(), source.data):  # jsonschema, to explain why
-        for error in _validator().iter_errors(source.data):
-            found.update(_translate(source, error))
+    found = _schema_problems(source)
     for problem in (*rules.check(source.data), *_rewritten_numbers(source)):
         mark = source.mark(problem.path, key=problem.at_key)
         message = problem.message
@@ -68,14 +65,18 @@ def validate(source: Source) -> list[Diagnostic]:
 def matrix_problems(source: Source) -> list[Diagnostic]:
     """Return the schema's problems with a run file's matrix block and its id, which names
     the runs; the rest of the file is validated run by run, once the matrix has made them."""
-    found: set[Diagnostic] = set()
+    return sorted(problem for problem in _schema_problems(source)
+                  if problem.field in ("id", "matrix")
+                  or problem.field.startswith(("matrix.", "matrix[")))
+
+
+def _schema_problems(source: Source) -> set[Diagnostic]:
+    """The schema's problems with `source`: none if fastschema finds it valid (no need to
+    import jsonschema), else jsonschema's, to explain why."""
     if fastschema.is_valid(run_schema(), source.data):
-        return []  # no problem anywhere: no need to import jsonschema
-    for error in _validator().iter_errors(source.data):
-        found.update(problem for problem in _translate(source, error)
-                     if problem.field in ("id", "matrix")
-                     or problem.field.startswith(("matrix.", "matrix[")))
-    return sorted(found)
+        return set()
+    return {problem for error in _validator().iter_errors(source.data)
+            for problem in _translate(source, error)}
 
 
 def _rewritten_numbers(source: Source) -> Iterator[rules.Problem]:

@@ -19,7 +19,7 @@ MAX_WORKERS = 2
 def map_files(function: Callable[[Item], Outcome], items: Sequence[Item]) -> list[Outcome]:
     """Return `function` applied to each item, in order: in two forked processes for a large
     batch on a machine with cores to spare, else here."""
-    workers = min(MAX_WORKERS, _cores())
+    workers = min(MAX_WORKERS, cores())
     if len(items) < MIN_PARALLEL or workers < 2 or not hasattr(os, "fork"):
         return [function(item) for item in items]
     import multiprocessing  # noqa: PLC0415 -- only a large batch pays for importing it
@@ -28,7 +28,8 @@ def map_files(function: Callable[[Item], Outcome], items: Sequence[Item]) -> lis
         return pool.map(function, items, chunksize=max(1, len(items) // (workers * 8)))
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The cores this process may run on."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1

@@ -28,7 +28,6 @@ from .sweep import RUNS_TABLE, SWEEP_SCRIPT
 
 HEADER_PREFIX = "# " + GENERATED_PREFIX
 HEADER_SUFFIX = ". DO NOT EDIT."
-MODE = SCRIPT_MODE
 # The files obc writes in each folder of OUT, and so the only ones it may find stale there.
 OUT_FILES = (SCRIPT_NAME, SWEEP_SCRIPT, RUNS_TABLE)
 
@@ -43,11 +42,11 @@ class Change:
     status: Status
     old: bytes | None = None
     new: bytes | None = None
-    old_mode: int = MODE
+    old_mode: int = SCRIPT_MODE
     # For an obc script no input produced: why it is stale, or kept.
     reason: str = ""
     # The mode obc writes the file with.
-    mode: int = MODE
+    mode: int = SCRIPT_MODE
 
     def diff(self) -> str:
         """Return a unified diff from the file on disk to what obc would write."""
@@ -216,7 +215,7 @@ def _stage(changes: list[Change]) -> dict[Path, str]:
     return staged
 
 
-def _write_temporary(path: Path, data: bytes, mode: int = MODE, *,
+def _write_temporary(path: Path, data: bytes, mode: int, *,
                      durable: bool = False) -> str:
     """Write `data` to a new temporary file in `path`'s folder, with `mode` whatever the umask
     (and flushed to disk if `durable`); return its name."""
@@ -252,7 +251,7 @@ def _carry_out(change: Change, staged: dict[Path, str]) -> Change:
     return change
 
 
-def write_atomic(path: Path, data: bytes, mode: int = MODE) -> None:
+def write_atomic(path: Path, data: bytes, mode: int) -> None:
     """Write one file: `data` to `path`, with `mode` whatever the umask, through a temp file
     flushed to disk and renamed, the rename made durable too."""
     tmp = _write_temporary(path, data, mode, durable=True)
