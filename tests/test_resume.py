@@ -130,9 +130,7 @@ def test_from_and_only_resume_train_too_and_dry_run_moves_nothing(checkpointer, 
     assert status(run_dir)["attempt"] == 2
 
 
-@pytest.mark.parametrize("shell", SHELLS)
-def test_a_step_that_fails_with_a_listed_code_is_run_again(sandbox, tmp_path, shell):
-    script = write_script(tmp_path, compile_text(tmp_path, """\
+RETRIED = """\
 version: 1
 id: retried
 runtime: {kind: native}
@@ -141,9 +139,19 @@ steps:
                           [ "$n" -ge 2 ] || exit 75']}
   - {name: broken, run: [sh, -c, 'exit 3']}
 retry: {on_exit_codes: [75, 76], max: 2}
-"""))
+"""
+
+
+# A job without a slurm block retries locally even inside an allocation (salloc, srun):
+# it has no requeue of its own.
+@pytest.mark.parametrize(("shell", "inherited"), [
+    *((shell, {}) for shell in SHELLS), ("dash", {"SLURM_JOB_ID": "1"})])
+def test_a_step_that_fails_with_a_listed_code_is_run_again(sandbox, tmp_path, shell,
+                                                            inherited):
+    script = write_script(tmp_path, compile_text(tmp_path, RETRIED))
     run_dir = tmp_path / "run"
-    run = sandbox.run(script, "--run-dir", str(run_dir), shell=shell)
+    run = sandbox.run(script, "--run-dir", str(run_dir), shell=shell,
+                      env=sandbox.env(**inherited))
     assert run.returncode == 3
     assert (run_dir / "tries").read_text() == "3\n"
     assert [line for line in run.messages if "again" in line or "failed" in line] == [
