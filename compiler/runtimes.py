@@ -5,12 +5,15 @@ rarely allowed: Apptainer (or Singularity), and enroot through Slurm's pyxis plu
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
     "CONTAINER_CACHE_DIR", "CONTAINER_HOME", "CONTAINER_RUN_DIR", "DOCKER_HUB", "INVOKER",
-    "ROOT", "Apptainer", "Container", "Enroot", "Mount", "Native", "is_image_file",
+    "ROOT", "Apptainer", "Container", "Enroot", "Mount", "Native", "host_folder",
+    "is_image_file",
 ]
 
 CONTAINER_RUN_DIR = "/workspace/run"
@@ -26,6 +29,18 @@ class Mount:
     source: str
     target: str
     readonly: bool
+
+
+def host_folder(path: str, mounts: Iterable[Mount]) -> tuple[str | None, str] | None:
+    """Map an absolute path in the container, normalised first (/workspace/run/../x is not in
+    the run dir), to the machine's folder it is in (None for the run dir, else a mount's
+    source) and the rest of the path; None if no folder the container mounts holds it."""
+    path = posixpath.normpath(path)
+    for target, source in ((CONTAINER_RUN_DIR, None),
+                           *((m.target.rstrip("/"), m.source) for m in mounts)):
+        if target and (path == target or path.startswith(target + "/")):
+            return source, posixpath.relpath(path, target)
+    return None
 
 
 # Who a container's steps run as: the user who starts the job (its uid and gid), root, or

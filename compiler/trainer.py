@@ -12,7 +12,7 @@ from ruamel.yaml import YAML
 
 from .axolotl import AXOLOTL_CONFIG_NAME, DEFAULT_OUTPUT_DIR, TRIGGER_FILE, read_config
 from .model import Checkpoints, EmbeddedFile, OnSignal, Step
-from .runtimes import CONTAINER_RUN_DIR, Mount
+from .runtimes import Mount, host_folder
 
 # Step name and Axolotl command, in the order they run.
 AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
@@ -78,18 +78,11 @@ def checkpoints(data: dict[str, Any], config: dict[str, Any],
     elif mounts is None:
         base, rest = output_dir, "."
     else:
-        base, rest = host_folder(output_dir, mounts)
+        mapped = host_folder(output_dir, mounts)
+        if mapped is None:  # axolotl.py reports it before the job is built
+            raise ValueError(f"{output_dir} is in no folder the container mounts")
+        base, rest = mapped
     return Checkpoints(TRAIN, output_dir, base, rest, resume)
-
-
-def host_folder(path: str, mounts: tuple[Mount, ...]) -> tuple[str | None, str]:
-    """Map an absolute path in the container to (the machine's folder it is in: None for the
-    run dir, else a mount's source; the rest of the path). The caller has checked it maps."""
-    for target, source in ((CONTAINER_RUN_DIR, None),
-                           *((m.target.rstrip("/"), m.source) for m in mounts)):
-        if path == target or path.startswith(target + "/"):
-            return source, posixpath.relpath(path, target)
-    raise ValueError(f"{path} is in no folder the container mounts")
 
 
 def dump_config(config: dict[str, Any]) -> str:

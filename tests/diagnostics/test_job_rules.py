@@ -24,7 +24,18 @@ def with_steps_nodes(nodes: str) -> str:
     return BASE.replace(STEPS, "") + f"steps: [{{name: a, run: [x], nodes: {nodes}}}]\n"
 
 
+def with_output_dir(path: str) -> str:
+    return ("version: 1\nid: r\nruntime: {kind: docker}\n"
+            f"trainer: {{axolotl: {{config: {{base_model: m, output_dir: {path}}}}}}}\n")
+
+
 BAD = [
+    case("output-dir-outside-mounts", with_output_dir("/data/x"), 4, 57,
+         "trainer.axolotl.config.output_dir", "'/data/x' is in no folder the container mounts",
+         "under a mount"),
+    # Normalised first: `..` leaves the run dir (this was a traceback when checkpoints mapped it).
+    case("output-dir-dotdot-out-of-run-dir", with_output_dir("/workspace/run/../x"), 4, 57,
+         "trainer.axolotl.config.output_dir", "is in no folder the container mounts"),
     case("credential-name-in-env", BASE + "env:\n  HF_TOKEN: abc\n", 6, 3, "env.HF_TOKEN",
          "'HF_TOKEN' looks like the name of a credential", "written into the script",
          "secrets: [HF_TOKEN]", "secret: false"),
