@@ -7,7 +7,6 @@ and the exact commands. Built from the normalised job alone; `obc plan` reports 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +22,7 @@ from .runtimes import (
     Container,
     Mount,
     is_image_file,
+    registry_host,
 )
 from .summary import added_options
 
@@ -130,34 +130,31 @@ def bill_of(job: Job) -> Bill:
     return Bill(
         run_file=job.source_file,
         runtime=container.engine if container else snake_case(type(job.runtime).__name__),
-        images=tuple(_image(reference, getattr(job.runtime, "image_sha256", None))
-                     for reference in _images(job.runtime)),
+        images=_images(job),
         privileges=_privileges(job, container),
         compute=compute(job),
         mounts=_mounts(job),
         writable=_writable(job),
         env=job.env,
         secrets=tuple((secret.name, secret.required) for secret in job.secrets),
-        egress=_egress(job),
+        egress=_egress(job, _images(job)),
         commands=tuple(Command(step.name, step.argv, shell.join_words(step.argv),
                                _where(job, step.name)) for step in job.steps),
     )
 
 
-def _images(runtime: object) -> list[str]:
-    """The images a runtime names: every string field called image (any runtime variant)."""
-    return [value for field in dataclasses.fields(runtime) if field.name == "image"
-            for value in [getattr(runtime, field.name)] if isinstance(value, str)]
+def _images(job: Job) -> tuple[Image, ...]:
+    """The image the job's runtime names, if it names one (a native job does not)."""
+    reference = getattr(job.runtime, "image", None)
+    return () if reference is None else (
+        _image(reference, getattr(job.runtime, "image_sha256", None)),)
 
 
 def _image(reference: str, file_sha256: str | None = None) -> Image:
     if is_image_file(reference):
         return Image(reference, file_sha256 and f"sha256:{file_sha256}", "a file")
     name, _, digest = reference.removeprefix("docker://").partition("@")
-    first = name.split("/")[0]
-    registry = first if "/" in name and ("." in first or ":" in first or first == "localhost") \
-        else "docker.io"
-    return Image(reference, digest or None, registry)
+    return Image(reference, digest or None, registry_host(name) or "docker.io")
 
 
 def _privileges(job: Job, container: Container | None) -> tuple[Privilege, ...]:
@@ -267,11 +264,10 @@ def _writable(job: Job) -> tuple[str, ...]:
     return (*paths, "anything else the user who starts the job may write")
 
 
-def _egress(job: Job) -> tuple[Egress, ...]:
+def _egress(job: Job, images: tuple[Image, ...]) -> tuple[Egress, ...]:
     env = dict(job.env)
     found = [Egress(image.registry, f"pulls the image {image.reference} if the machine lacks "
-                    "it") for image in map(_image, _images(job.runtime))
-             if not is_image_file(image.reference)]
+                    "it") for image in images if not is_image_file(image.reference)]
     container = job.container
     if container is not None and set(container.extra_args) & set(NO_NETWORK):
         return tuple(found)  # the steps have no network; only the engine pulls

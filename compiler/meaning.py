@@ -26,7 +26,6 @@ from .runtimes import Mount
 
 MAX_SHOWN = 200
 MAX_DEPTH = 16
-DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # The field an item of a collection is known by, where it is not the first one.
 KEY_FIELDS: dict[type, str] = {Mount: "target"}
 # An item of a collection (a step, a file), a mapping of plain values, stays on one line if

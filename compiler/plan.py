@@ -15,10 +15,11 @@ from typing import Any, Literal
 
 from . import shell
 from .diagnostics import field_path
-from .meaning import DIGEST, meaning, read_record
+from .meaning import meaning, read_record
 from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
+from .runtimes import DIGEST
 from .text import visible
 from .write import Change
 from .write import plan as plan_writes

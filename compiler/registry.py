@@ -19,6 +19,8 @@ import urllib.request
 from dataclasses import dataclass
 from email.message import Message
 
+from .runtimes import DIGEST, registry_host
+
 # A registry serves a tag only in a type the client accepts (distribution answers 404 for an
 # index otherwise; others send one platform's manifest): accepting the index types makes a
 # multi-platform tag resolve to its index, which is what docker pulls and pins.
@@ -28,7 +30,6 @@ MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json",
 )
-DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 DOCKER_HUB, DOCKER_HUB_API = "docker.io", "registry-1.docker.io"
 TIMEOUT = 30  # seconds, for each request
 MAX_MANIFEST = 4 * 1024 * 1024  # the size registries accept for a manifest (OCI spec)
@@ -74,11 +75,8 @@ def parse_reference(image: str) -> Reference:
     name, tag = image, "latest"
     if ":" in image.rsplit("/", 1)[-1]:
         name, tag = image.rsplit(":", 1)
-    first, _, rest = name.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        registry, repository = first, rest
-    else:
-        registry, repository = DOCKER_HUB, name
+    host = registry_host(name)
+    registry, repository = (host, name.partition("/")[2]) if host else (DOCKER_HUB, name)
     if registry in (DOCKER_HUB, "index.docker.io"):
         registry = DOCKER_HUB
         repository = repository if "/" in repository else f"library/{repository}"

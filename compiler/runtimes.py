@@ -6,14 +6,15 @@ rarely allowed: Apptainer (or Singularity), and enroot through Slurm's pyxis plu
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
     "CONTAINER_CACHE_DIR", "CONTAINER_HOME", "CONTAINER_RUN_DIR", "DOCKER_HUB", "INVOKER",
-    "ROOT", "Apptainer", "Container", "Enroot", "Mount", "Native", "host_folder",
-    "is_image_file",
+    "DIGEST", "ROOT", "Apptainer", "Container", "Enroot", "Mount", "Native", "host_folder",
+    "is_image_file", "registry_host",
 ]
 
 CONTAINER_RUN_DIR = "/workspace/run"
@@ -114,6 +115,17 @@ class Apptainer(_ImageFile):
     contain: bool = True
 
 
+# An image's digest, as registries, obc.lock and `NAME@DIGEST` write it.
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def registry_host(name: str) -> str | None:
+    """The registry an image name in docker's grammar names before its first `/`
+    (`ghcr.io`, `localhost:5000`), or None for Docker Hub's (`ubuntu`, `team/trainer`)."""
+    first, slash, _ = name.partition("/")
+    return first if slash and ("." in first or ":" in first or first == "localhost") else None
+
+
 # The first enroot that reads an image's digest.
 ENROOT_DIGESTS = 4
 # Docker Hub's names, which enroot 3 reaches only without a registry part.
@@ -139,9 +151,8 @@ class Enroot(_ImageFile):
     def pyxis_image(self) -> str:
         """The image as pyxis hands it to enroot: `REGISTRY#IMAGE[:TAG][@DIGEST]`, the
         registry left out for Docker Hub (enroot 3 cannot be told it otherwise)."""
-        if self.image_is_file:
+        host = None if self.image_is_file else registry_host(self.image)
+        if host is None:
             return self.image
-        first, slash, rest = self.image.partition("/")
-        if slash and ("." in first or ":" in first or first == "localhost"):
-            return rest if first in DOCKER_HUB else f"{first}#{rest}"
-        return self.image
+        rest = self.image.partition("/")[2]
+        return rest if host in DOCKER_HUB else f"{host}#{rest}"
