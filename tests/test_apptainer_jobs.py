@@ -188,6 +188,15 @@ def test_preflight_names_a_missing_apptainer_and_image_and_exits_3(tmp_path, san
     assert not (sandbox.home / "overbrainer").exists()
 
 
+def test_preflight_names_a_missing_sha256sum_which_the_wandb_run_id_needs(tmp_path, sandbox):
+    script = write_script(tmp_path, compile_text(tmp_path, run_file(tmp_path, rest=AXOLOTL)))
+    path = sandbox.path_without_system_bins()
+    (sandbox.root / "tools" / "sha256sum").unlink()
+    run = sandbox.run(script, env=sandbox.env(HF_TOKEN="t", PATH=path))
+    assert run.returncode == 3
+    assert "obc: preflight: sha256sum (coreutils) not found on PATH" in run.stderr.splitlines()
+
+
 def test_preflight_checks_the_image_against_its_sha256(tmp_path, sandbox):
     digest = hashlib.sha256(b"SIF image").hexdigest()
     text = run_file(tmp_path, f"  image_sha256: {digest}\n", "steps: [{name: s, run: [record]}]\n")

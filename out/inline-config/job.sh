@@ -648,12 +648,12 @@ OBC_CHECKPOINTS=$OBC_RUN_DIR/output
 
 if [ -z "$OBC_DRY_RUN" ]; then
   obc_which setsid "$PATH" >/dev/null || obc_preflight_failure 'setsid (util-linux) not found on PATH'
+  [ -n "$OBC_RUN_HASH" ] || obc_preflight_failure 'sha256sum (coreutils) not found on PATH'
   [ -n "${HF_TOKEN:+x}" ] || obc_preflight_failure 'secret HF_TOKEN is not set or empty'
   command -v podman >/dev/null 2>&1 || obc_preflight_failure 'podman not found on PATH'
   case $OBC_RUN_DIR$OBC_CACHE_DIR in
     *[:,]*) obc_preflight_failure "run dir and cache dir cannot contain ':' or ',' (podman splits -v on them)" ;;
   esac
-  [ -n "$OBC_RUN_HASH" ] || obc_preflight_failure 'sha256sum (coreutils) not found on PATH'
   obc_check_run_dir
   [ -z "$OBC_FAILED" ] || exit 3
 fi

@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=c9069ae0d100c7bb744a521268c370b54bf64e08c545faafe4fb7a44ecc3ff24 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=018d77721e5f7de8000c10a97742976706da8017c8878b03af7f5086f884e2b4 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=52b9cc74780cca72bb81ae464861a766ef604ec4209e11d26288c777c26f642d ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=e5c6b5d07c876494296d76b6f4f718ea062d130b4136552abad1086e345927a0 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=8dcb0b9073386269e5d649e665a14df340a31dc28f8f7945e8736da77d74e049 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=a924dfa6672c468759ec2df0fddc44d0fa6615ea2a9c79f6f93d635a80fc073c ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=79c1c2093455d0411e7b3c806f73c08cc863d314617b9592b122b024f7c8f3ee ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=460e6e8776693792a7bed922b611ae87f4783c231f9e4ca0ae47e6729d698044 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=f641240e6c8af3a4d98c149090b714cfe9fe6d7cf7f7f3543d74e882e26720bd ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=6c92562af6faac720ccef1e02fc4ed2924405a2ea3b917f7d2a05b3364afeaca ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=af80a0e9ab8f9de11253e4af4abbb84116037cbd81184a0b9bf41a305169e3a3 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=f1897855073ddfc81556e3ee913721ca58b5ca20bac1aa069692549c6ae754e5 ;;
     *) return 1 ;;
   esac
 }

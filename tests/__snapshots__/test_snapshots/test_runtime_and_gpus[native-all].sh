@@ -599,8 +599,7 @@ fi
 # Relative directories are taken from where the job starts.
 case $OBC_RUN_DIR in /*) ;; *) OBC_RUN_DIR=$PWD/$OBC_RUN_DIR ;; esac
 case $OBC_CACHE_DIR in /* | '') ;; *) OBC_CACHE_DIR=$PWD/$OBC_CACHE_DIR ;; esac
-# The run dir's own short name: its container is named after it, and its W&B run, which a
-# resumed attempt continues.
+# The run dir's own short name, in the W&B run id: a resumed attempt continues the run.
 OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)
 OBC_CHECKPOINTS=$OBC_RUN_DIR/model-out
 [ -z "$OBC_SHOW_STATUS" ] || obc_show_status
@@ -609,6 +608,7 @@ OBC_CHECKPOINTS=$OBC_RUN_DIR/model-out
 
 if [ -z "$OBC_DRY_RUN" ]; then
   obc_which setsid "$PATH" >/dev/null || obc_preflight_failure 'setsid (util-linux) not found on PATH'
+  [ -n "$OBC_RUN_HASH" ] || obc_preflight_failure 'sha256sum (coreutils) not found on PATH'
   obc_which axolotl "${PATH}" >/dev/null || obc_preflight_failure 'program axolotl not found on PATH'
   obc_check_run_dir
   [ -z "$OBC_FAILED" ] || exit 3
