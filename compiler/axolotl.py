@@ -190,10 +190,7 @@ class _ConfigPlace:
         `config`, the message naming the config file's line."""
         source = self.source
         if not self.name:
-            field = CONFIG_FIELD + keys
-            mark = source.mark(field)
-            return Diagnostic(source.file, mark.line, mark.column, field_path(field), message,
-                              hint)
+            return source.problem(CONFIG_FIELD + keys, message, hint)
         inside = _mark(self.config, keys) if keys else None
         mark = source.mark(CONFIG_FIELD)
         where = f"{self.name}:{inside.line}:{inside.column}: " if inside else f"{self.name}: "

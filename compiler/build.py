@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import __version__
 from .axolotl import ConfigError, config_problems, read_config
-from .diagnostics import Diagnostic, field_path
+from .diagnostics import Diagnostic
 from .expand import Expansion, expand
 from .load import CONFIG_FIELD, Source, display_name, load_source
 from .model import Job, SweepRun
@@ -128,10 +128,8 @@ def _read_attachments(source: Source, embedding: Embedding) -> tuple[dict, list[
                                        error.mark.line, error.mark.column, "", str(error),
                                        error.hint))
         except ValueError as error:
-            mark = source.mark(path)
-            problems.append(Diagnostic(source.file, mark.line, mark.column, field_path(path),
-                                       f"file {relative!r}: {error}",
-                                       getattr(error, "hint", None)))
+            problems.append(source.problem(path, f"file {relative!r}: {error}",
+                                           getattr(error, "hint", None)))
             if isinstance(error, BudgetError):
                 break  # read nothing more of a run file that embeds too much
     return attachments, problems

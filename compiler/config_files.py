@@ -11,7 +11,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from .axolotl import ConfigError, read_config
-from .diagnostics import Diagnostic, field_path
+from .diagnostics import Diagnostic
 from .load import CONFIG_FIELD, Mark, Source, display_name
 from .sources import Embedding, SourceError
 
@@ -53,10 +53,8 @@ class ConfigFiles:
                                               error.mark.column, "", str(error),
                                               error.hint)]) from error
         except SourceError as error:
-            mark = self.source.mark(CONFIG_FIELD)
-            raise self.Unreadable([Diagnostic(self.source.file, mark.line, mark.column,
-                                              field_path(CONFIG_FIELD),
-                                              f"file {name!r}: {error}", error.hint)]) from error
+            raise self.Unreadable([self.source.problem(CONFIG_FIELD, f"file {name!r}: {error}",
+                                                       error.hint)]) from error
 
 
 def load_as_axolotl(text: str) -> dict[str, Any]:

@@ -106,7 +106,7 @@ def _members(source: Source, matrix: Matrix) -> tuple[list[Member], int, list[Di
     none."""
     combinations = math.prod(len(axis.values) for axis in matrix.axes) if matrix.axes else 0
     if combinations > MAX_COMBINATIONS:
-        return [], combinations, [_problem(source, (*MATRIX, "axes"), f"the axes make "
+        return [], combinations, [source.problem((*MATRIX, "axes"), f"the axes make "
                                            f"{combinations:,} combinations; obc enumerates at "
                                            f"most {MAX_COMBINATIONS:,}", "use fewer axes or "
                                            "labels, or several run files")]
@@ -118,12 +118,12 @@ def _members(source: Source, matrix: Matrix) -> tuple[list[Member], int, list[Di
                 for value in matrix.extra]
     if len(members) > matrix.max_runs:
         at = (*MATRIX, "max_runs") if "max_runs" in source.data["matrix"] else MATRIX
-        return [], combinations, [_problem(source, at, f"the matrix makes {len(members):,} "
+        return [], combinations, [source.problem(at, f"the matrix makes {len(members):,} "
                                            f"runs, more than max_runs ({matrix.max_runs:,})",
                                            "exclude some, or raise matrix.max_runs (at most "
                                            "10,000)")]
     if not members:
-        return [], combinations, [_problem(source, (*MATRIX, "exclude"), "every combination "
+        return [], combinations, [source.problem((*MATRIX, "exclude"), "every combination "
                                            "is excluded, and there are no named runs")]
     return members, combinations, []
 
@@ -142,11 +142,6 @@ def _run_id(source: Source, matrix: Matrix, combo: tuple[Value, ...]) -> str:
     labels = {axis.name: value.label for axis, value in zip(matrix.axes, combo, strict=True)}
     labels[SWEEP_ID] = str(source.data.get("id"))
     return PLACEHOLDER.sub(lambda match: labels[match.group(1)], matrix.template)
-
-
-def _problem(source: Source, path: Path_, message: str, hint: str | None = None) -> Diagnostic:
-    mark = source.mark(path)
-    return Diagnostic(source.file, mark.line, mark.column, field_path(path), message, hint)
 
 
 class _Base:
@@ -207,7 +202,7 @@ class _Base:
                                                     isinstance(node, str)):
                 return []  # made by the patch, or a config file, which obc reads and patches
             if not isinstance(node, dict):
-                return [_problem(self.source, value.set_at, f"{field_path(path)} is "
+                return [self.source.problem(value.set_at, f"{field_path(path)} is "
                                  f"{describe(node)}, not a mapping, so set cannot reach "
                                  f"{field_path(value.root)} in it",
                                  "a list is replaced whole: set the whole list, or write a "

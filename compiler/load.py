@@ -65,6 +65,12 @@ class Source:
             path, table = path[:-1], self.values
         return self.values.get((), Mark(1, 1))
 
+    def problem(self, path: Path_, message: str, hint: str | None = None, *,
+                key: bool = False) -> Diagnostic:
+        """A problem with the value at `path` (or its key), located where `mark` finds it."""
+        mark = self.mark(path, key=key)
+        return Diagnostic(self.file, mark.line, mark.column, field_path(path), message, hint)
+
 
 def display_name(path: Path) -> str:
     """Return how a file is named in diagnostics and headers: relative, never absolute, and

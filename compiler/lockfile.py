@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .diagnostics import Diagnostic, ObcError, field_path
+from .diagnostics import Diagnostic, ObcError
 from .load import Source
 from .model import Job
 from .project import git_work_tree
@@ -96,8 +96,7 @@ def image_problem(source: Source, message: str) -> Diagnostic:
     """A problem with a run file's image, located at `runtime.image` (or `runtime` when the
     default image is used)."""
     path = ("runtime", "image") if "image" in source.data["runtime"] else ("runtime",)
-    mark = source.mark(path)
-    return Diagnostic(source.file, mark.line, mark.column, field_path(path), message)
+    return source.problem(path, message)
 
 
 def lockable_image(job: Job) -> str | None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .diagnostics import Diagnostic, did_you_mean, field_path, show
+from .diagnostics import Diagnostic, did_you_mean, show
 from .load import Path_, Source
 
 MATRIX: Path_ = ("matrix",)
@@ -84,7 +84,7 @@ def read_matrix(source: Source, schema_problems: list[Diagnostic]) -> \
     matrix = Matrix(axes, extra, tuple(_exclusion(entry) for entry in block.get("exclude", ())),
                     block.get("id", default), block.get("max_parallel"),
                     block.get("max_runs", DEFAULT_MAX_RUNS))
-    problems = [_located(source, path, message, hint, at_key=at_key)
+    problems = [source.problem(path, message, hint, key=at_key)
                 for path, at_key, message, hint in _broken_rules(block, matrix)]
     return (None if problems else matrix), problems
 
@@ -178,8 +178,3 @@ def _template_problems(matrix: Matrix) -> Iterator[Broken]:
                 f"{did_you_mean(name, names)}", "the placeholders: " \
                 + ", ".join(f"{{{n}}}" for n in names)
 
-
-def _located(source: Source, path: Path_, message: str, hint: str | None, *,
-             at_key: bool = False) -> Diagnostic:
-    mark = source.mark(path, key=at_key)
-    return Diagnostic(source.file, mark.line, mark.column, field_path(path), message, hint)

@@ -3,6 +3,7 @@ distinct, and a run dir and an Axolotl output_dir of each run's own."""
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections.abc import Iterable, Iterator
@@ -58,12 +59,7 @@ def _invalid_ids(source: Source, template: Path_, members: list[Member]) -> Iter
 def _where(source: Source, template: Path_, member: Member):
     """Place a problem of `member`'s id: at a named run's name, else at the id template."""
     path = (*MATRIX, "runs", member.name) if member.name is not None else template
-    mark = source.mark(path, key=member.name is not None)
-
-    def located(message: str, hint: str | None = None) -> Diagnostic:
-        return Diagnostic(source.file, mark.line, mark.column, field_path(path), message, hint)
-
-    return located
+    return functools.partial(source.problem, path, key=member.name is not None)
 
 
 def describe(member: Member) -> str:

@@ -99,8 +99,7 @@ def _rewritten_numbers(source: Source) -> Iterator[rules.Problem]:
 def _translate(source: Source, error: ValidationError) -> Iterator[Diagnostic]:
     """Turn one jsonschema error into diagnostics (several for several unknown keys)."""
     for path, at_key, message, hint in _explain(source, error):
-        mark = source.mark(path, key=at_key)
-        yield Diagnostic(source.file, mark.line, mark.column, field_path(path), message, hint)
+        yield source.problem(path, message, hint, key=at_key)
 
 
 Explanation = tuple[Path_, bool, str, str | None]
