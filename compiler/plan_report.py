@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from . import shell
 from .bill import Bill, bill_of
 from .plan import ScriptPlan, totals
-from .summary import LABEL_WIDTH
+from .summary import labelled_lines
 from .text import visible
 
 PLAN_FORMAT = 1
@@ -57,11 +57,8 @@ def bill_lines(bill: Bill) -> list[str]:
         ("commands", [f"{n}. {c.step}" + (f" ({c.where})" if c.where else "") + f": {c.command}"
                       for n, c in enumerate(bill.commands, 1)]),
     ]
-    lines = []
-    for label, values in rows:
-        for i, value in enumerate(values or ["none"]):
-            lines.append(visible(f"{label if i == 0 else '':<{LABEL_WIDTH}}{value}".rstrip()))
-    return lines
+    return [visible(line) for line in labelled_lines(
+        (label, values or ["none"]) for label, values in rows)]
 
 
 def _bill_title(plan: ScriptPlan) -> str:

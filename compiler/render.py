@@ -144,8 +144,6 @@ def _comment_line(line: str) -> str:
     return f"# | {line}" if _DIRECTIVE_TEXT.match(line) else f"# {line}"
 
 
-
-
 def _heredoc(body: str) -> ShellText:
     """`body` as a quoted here-document: `<<'DELIM'`, the lines, `DELIM` (nothing expands)."""
     delimiter = shell.heredoc_delimiter(body)

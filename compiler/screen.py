@@ -161,8 +161,6 @@ class EventLoader:
         self._resolver = VersionedResolver(version=version, loader=self)
 
 
-
-
 def _screen_document(event: ev.DocumentStartEvent, number: int, mark: Mark) -> None:
     if number > 1:
         raise LoadError(mark, "file holds more than one YAML document",

@@ -102,7 +102,6 @@ def _optional(number: int | None) -> str | None:
     return None if number is None else str(number)
 
 
-
 def sbatch_lines(slurm: Slurm | tuple[str, ...]) -> ShellText:
     """Return the `#SBATCH --option=value` lines of `slurm` (or of these directives, which
     come from runs' own), one per directive."""

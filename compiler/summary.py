@@ -4,6 +4,8 @@ environment, and how it ends."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from . import shell
 from .model import Job
 from .runtimes import (
@@ -71,10 +73,13 @@ def help_lines(job: Job) -> list[str]:
          else [line for line in EXIT_CODES if not line.startswith("5 ")]),
         ("usage", [usage(job)]),
     ]
-    for label, values in rows:
-        for i, value in enumerate(values):
-            lines.append(f"{label if i == 0 else '':<{LABEL_WIDTH}}{value}".rstrip())
-    return lines
+    return lines + labelled_lines(rows)
+
+
+def labelled_lines(rows: Iterable[tuple[str, list[str]]]) -> list[str]:
+    """Each row's values, one to a line: the label before the first, the values aligned."""
+    return [f"{label if i == 0 else '':<{LABEL_WIDTH}}{value}".rstrip()
+            for label, values in rows for i, value in enumerate(values)]
 
 
 def _resume(job: Job) -> list[str]:

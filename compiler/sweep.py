@@ -15,7 +15,7 @@ from .expand import Expansion
 from .load import Mark
 from .model import Job
 from .normalise import DEFAULT_SLURM_OUTPUT
-from .summary import GENERATED_PREFIX, LABEL_WIDTH
+from .summary import GENERATED_PREFIX, labelled_lines
 
 SWEEP_SCRIPT, RUNS_TABLE = "sweep.sh", "runs.tsv"
 # A task's log: the array's job id and the task's index (%j would be each task's own id).
@@ -68,7 +68,7 @@ class Sweep:
 
     @property
     def throttle(self) -> str:
-        return f"%{self.max_parallel}" if self.max_parallel else ""
+        return _throttle(self.max_parallel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +104,7 @@ def build_sweep(expansion: Expansion, jobs: list[Job], texts: list[str]) -> Swee
         SweepEntry(index, job.id, tuple(dict(job.sweep.labels).get(axis, "")
                                         for axis in expansion.axes),
                    hashlib.sha256(text.encode()).hexdigest())
-        for index, (job, text) in enumerate(zip(jobs, texts, strict=True))
-        if job.sweep is not None)
+        for index, (job, text) in enumerate(zip(jobs, texts, strict=True)))
     unsubmittable = tuple(job.id for job in jobs if job.slurm is None)
     directives = _array_directives(expansion, jobs) if not unsubmittable else None
     submission: Submission = "none" if unsubmittable else \
@@ -130,8 +129,13 @@ def _array_directives(expansion: Expansion, jobs: list[Job]) -> tuple[str, ...] 
     shared = [f"--output={ARRAY_OUTPUT}" if d == f"--output={DEFAULT_SLURM_OUTPUT}" else d
               for d in others.pop()]
     count = len(jobs)
-    throttle = f"%{expansion.max_parallel}" if expansion.max_parallel else ""
-    return (f"--job-name={name}", *shared, f"--array=0-{count - 1}{throttle}")
+    return (f"--job-name={name}", *shared,
+            f"--array=0-{count - 1}{_throttle(expansion.max_parallel)}")
+
+
+def _throttle(max_parallel: int | None) -> str:
+    """What limits a job array to `max_parallel` tasks at once: %N after its indexes."""
+    return f"%{max_parallel}" if max_parallel else ""
 
 
 def help_lines(sweep: Sweep) -> list[str]:
@@ -151,8 +155,7 @@ def help_lines(sweep: Sweep) -> list[str]:
         ("exit codes", list(EXIT_CODES)),
         ("usage", [USAGE]),
     ]
-    return [f"{label if i == 0 else '':<{LABEL_WIDTH}}{value}".rstrip()
-            for label, values in rows for i, value in enumerate(values)]
+    return labelled_lines(rows)
 
 
 def _labels(sweep: Sweep, axis: int) -> list[str]:

@@ -76,6 +76,8 @@ def _reserved(name: str, kind: Any, data: dict) -> str | None:
         return SHELL_NAMES[name]
     if name.upper().startswith("OBC_"):
         return "names starting with OBC_ (in any case) belong to the job script"
+    if kind == "enroot" and (name == "HOME" or name.startswith(_ENROOT_SETTINGS)):
+        return _ENROOT_READS
     containers, native = kind in CONTAINER_KINDS, kind == "native"
     # The runtimes where obc sets CUDA_VISIBLE_DEVICES from runtime.gpus.
     sets_gpus = kind in ("native", "apptainer", "enroot")
@@ -83,8 +85,7 @@ def _reserved(name: str, kind: Any, data: dict) -> str | None:
     reserved = {
         "HF_HOME": (containers or get(data, "paths", "cache_dir"),
                     "the job sets it to the cache dir; set paths.cache_dir instead"),
-        "HOME": (kind != "enroot" and containers
-                 and get(data, "runtime", "user") in (None, "invoker"),
+        "HOME": (containers and get(data, "runtime", "user") in (None, "invoker"),
                  "the job sets it to a folder in the run dir that the steps' user can write"),
         "PATH": (native, "the job sets it from runtime.venv and the PATH it starts with; use "
                  "runtime.venv, or set PATH in runtime.env_file"),
@@ -97,8 +98,6 @@ def _reserved(name: str, kind: Any, data: dict) -> str | None:
             "set PATH instead")),
     }
     applies, reason = reserved.get(name, (False, ""))
-    if kind == "enroot" and (name == "HOME" or name.startswith(_ENROOT_SETTINGS)):
-        return _ENROOT_READS
     return reason if applies else None
 
 
