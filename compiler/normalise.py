@@ -77,7 +77,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         cache_dir=paths.get("cache_dir", cache_default),
         shared=paths.get("shared", False),
         steps=_steps(data),
-        files=_files(data, attachments, sweep),
+        files=_files(data, attachments, sweep, config),
         env=_env(data, sweep),
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
         stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
@@ -176,11 +176,11 @@ def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool, retry: bool) -> Sl
     )
 
 
-def _files(data: dict[str, Any], attachments: dict[Path_, str],
-           sweep: SweepRun | None) -> tuple[EmbeddedFile, ...]:
+def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun | None,
+           config: dict[str, Any] | None) -> tuple[EmbeddedFile, ...]:
     files = []
-    if "trainer" in data:
-        file = trainer.config_file(data, attachments.get(CONFIG_FIELD))
+    if config is not None:
+        file = trainer.config_file(data, attachments.get(CONFIG_FIELD), config)
         if sweep is not None and sweep.config_file is not None:
             file = dataclasses.replace(file, origin=f"{sweep.config_file}, patched")
         files.append(file)

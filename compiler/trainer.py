@@ -10,7 +10,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from .axolotl import AXOLOTL_CONFIG_NAME, DEFAULT_OUTPUT_DIR, TRIGGER_FILE, read_config
+from .axolotl import AXOLOTL_CONFIG_NAME, DEFAULT_OUTPUT_DIR, TRIGGER_FILE
 from .model import Checkpoints, EmbeddedFile, OnSignal, Step
 from .runtimes import Mount, host_folder
 
@@ -30,14 +30,14 @@ def axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
                  for name, command in AXOLOTL_STEPS if enabled[name])
 
 
-def config_file(data: dict[str, Any], text: str | None) -> EmbeddedFile:
-    """The Axolotl config as the job writes it into the run dir: a config file as it is, an
-    inline config as YAML that Axolotl reads back to the same values; with checkpoint
-    on_signal, and no dynamic_checkpoint of the user's own, a block that turns it on."""
+def config_file(data: dict[str, Any], text: str | None, parsed: dict[str, Any]) -> EmbeddedFile:
+    """The Axolotl config as the job writes it into the run dir: a config file as it is
+    (`text`), an inline config as YAML that Axolotl reads back to the same values; with
+    checkpoint on_signal, and no dynamic_checkpoint of the user's own (in `parsed`, the
+    config as data), a block that turns it on."""
     config = data["trainer"]["axolotl"]["config"]
     body = text if isinstance(config, str) and text is not None else dump_config(config)
     origin = config if isinstance(config, str) else "trainer.axolotl.config"
-    parsed = read_config(body) if isinstance(config, str) else config
     if on_signal(data) and "dynamic_checkpoint" not in parsed:
         body = _with_trigger(body, data.get("checkpoint", {}))
     return EmbeddedFile(AXOLOTL_CONFIG_NAME, body, origin)
