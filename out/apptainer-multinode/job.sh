@@ -369,11 +369,6 @@ obc_stop_step() {
   env kill -0 -- "-$OBC_CHILD" 2>/dev/null || env kill -s TERM -- "-$OBC_KILLER" 2>/dev/null
 }
 
-# Before a node's part of a step: steps run in the run dir.
-obc_node_prepare() {
-  cd -- "$OBC_RUN_DIR" || exit 1
-}
-
 # --- the run dir -----------------------------------------------------------------------
 
 # True when $1 is a folder of the user's own (with $2 = 0: or of root's) that no other user
@@ -699,7 +694,7 @@ obc_node_tasks() {
 obc_node_task() {
   NODE_RANK=$SLURM_NODEID
   export NODE_RANK
-  obc_node_prepare
+  cd -- "$OBC_RUN_DIR" || exit 1  # steps run in the run dir
   obc_step_command obc_start "$@"
   OBC_STATUS=0
   wait "$OBC_CHILD" || OBC_STATUS=$?
