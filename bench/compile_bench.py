@@ -13,6 +13,8 @@ native in turn, each with its own id, description, GPU, epochs and run name.
 - one changed: compile after editing one run file;
 - single, shape known / unknown: compile one new run file, with the cache of the cold run,
   whose shape is one of the cold run's / another one (it has another secret);
+  and under it, what that compile cannot take less than: the pinned shellcheck with obc's
+  options on the script it wrote, and Python importing jinja2 and ruamel.yaml;
 - single, empty cache: the first, with an empty cache (obc's first run on a machine);
 - memory: the peak memory of the cold compile: the resident size of its largest process,
   and the proportional set size of the whole tree (workers and shellchecks).
@@ -92,6 +94,7 @@ class Tree:
     def __init__(self, root: Path, python: str, runs: int) -> None:
         self.root, self.python = root, python
         compile_bytecode(python)
+        self.shellcheck = shellcheck_command(python)
         make_runs(root / "runs", runs)
         make_runs(root / "single", 1, start=runs)
         make_runs(root / "new-shape", 1, start=runs + 1,
@@ -120,6 +123,16 @@ def compile_bytecode(python: str) -> None:
                              check=True, capture_output=True, text=True).stdout.strip()
     subprocess.run([python, "-m", "compileall", "-q", package], check=True,
                    stdout=subprocess.DEVNULL)
+
+
+def shellcheck_command(python: str) -> list[str] | None:
+    """The shellcheck obc runs, with obc's options; None for an obc that does not say (an
+    older baseline)."""
+    found = subprocess.run(
+        [python, "-c", "from compiler.check import SHELLCHECK_ARGS, find_shellcheck; "
+         "print(find_shellcheck().path, *SHELLCHECK_ARGS, sep='\\n')"],
+        check=False, capture_output=True, text=True)
+    return found.stdout.split("\n")[:-1] if found.returncode == 0 else None
 
 
 def _watch_tree(process: subprocess.Popen) -> int:
@@ -181,9 +194,23 @@ def obc_round(tree: Tree) -> dict[str, float]:
     times["single, shape known"], _ = timed(lambda: tree.obc("compile", "single", "-o", "out1"))
     times["single, shape unknown"], _ = timed(
         lambda: tree.obc("compile", "new-shape", "-o", "out2"))
+    if tree.shellcheck is not None:
+        times.update(floor(tree.shellcheck, tree.python,
+                           next((tree.root / "out2").glob("*/job.sh"))))
     times["single, empty cache"], _ = timed(
         lambda: tree.obc("compile", "single", "-o", "out3", cache="empty"))
     return times
+
+
+def floor(shellcheck: list[str], python: str, script: Path) -> dict[str, float]:
+    """What a compile of a new shape cannot take less than, in the same round: shellcheck on
+    that script (clean: it exits 0), and Python importing the two libraries every compile
+    needs."""
+    checked, _ = timed(lambda: subprocess.run([*shellcheck, str(script)], check=True,
+                                              stdout=subprocess.DEVNULL))
+    started, _ = timed(lambda: subprocess.run([python, "-c", "import jinja2, ruamel.yaml"],
+                                              check=True))
+    return {"  of it: shellcheck": checked, "  python+jinja2+ruamel": started}
 
 
 def peer_time(venv: Path, sample: int, runs: int) -> float:
