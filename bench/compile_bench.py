@@ -93,12 +93,14 @@ class Tree:
 
     def __init__(self, root: Path, python: str, runs: int) -> None:
         self.root, self.python = root, python
-        compile_bytecode(python)
-        self.shellcheck = shellcheck_command(python)
         make_runs(root / "runs", runs)
         make_runs(root / "single", 1, start=runs)
         make_runs(root / "new-shape", 1, start=runs + 1,
                   template=TEMPLATE.replace(*NEW_SHAPE))
+        # From the tree, as obc runs: a `compiler` folder where the bench starts must not
+        # stand in for the one installed.
+        compile_bytecode(python, root)
+        self.shellcheck = shellcheck_command(python, root)
 
     def obc(self, *args: str, cache: str = "cache") -> list[int]:
         """Run obc; return the peak memory (KiB) of its largest process and of its tree."""
@@ -115,23 +117,23 @@ class Tree:
             shutil.rmtree(self.root / name, ignore_errors=True)
 
 
-def compile_bytecode(python: str) -> None:
+def compile_bytecode(python: str, cwd: Path) -> None:
     """Compile obc's modules as `pip install` does, so that no measured run spends its time
     compiling them: an editable install has no bytecode until a run writes it, and none is
     ever written where PYTHONDONTWRITEBYTECODE is set (as on CI machines)."""
     package = subprocess.run([python, "-c", "import compiler; print(compiler.__path__[0])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+                             cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
     subprocess.run([python, "-m", "compileall", "-q", package], check=True,
                    stdout=subprocess.DEVNULL)
 
 
-def shellcheck_command(python: str) -> list[str] | None:
+def shellcheck_command(python: str, cwd: Path) -> list[str] | None:
     """The shellcheck obc runs, with obc's options; None for an obc that does not say (an
     older baseline)."""
     found = subprocess.run(
         [python, "-c", "from compiler.check import SHELLCHECK_ARGS, find_shellcheck; "
          "print(find_shellcheck().path, *SHELLCHECK_ARGS, sep='\\n')"],
-        check=False, capture_output=True, text=True)
+        cwd=cwd, check=False, capture_output=True, text=True)
     return found.stdout.split("\n")[:-1] if found.returncode == 0 else None
 
 
