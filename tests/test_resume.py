@@ -130,6 +130,22 @@ def test_from_and_only_resume_train_too_and_dry_run_moves_nothing(checkpointer, 
     assert status(run_dir)["attempt"] == 2
 
 
+def test_only_the_checkpoint_step_is_given_the_checkpoint_it_resumes_from(checkpointer,
+                                                                           tmp_path):
+    sandbox, run_dir = checkpointer, tmp_path / "run"
+    script = write_script(tmp_path, compile_text(tmp_path, resumable(max_steps=4).replace(
+        "    config:", "    merge: true\n    config:")))
+    (run_dir / "out/checkpoint-3").mkdir(parents=True)
+    (run_dir / "out/checkpoint-3/trainer_state.json").write_text('{"global_step": 3}')
+    (run_dir / "out/checkpoint-3/adapter_model.bin").write_text("w\n")
+    run = sandbox.run(script, "--run-dir", str(run_dir), env=sandbox.env(HF_TOKEN="t"))
+    assert run.returncode == 0, run.stderr
+    assert [r["argv"] for r in sandbox.records()] == [
+        ["train", "axolotl.yaml", "--resume-from-checkpoint", "out/checkpoint-3"],
+        ["merge-lora", "axolotl.yaml"]]
+    assert status(run_dir)["resumed_from"] == "out/checkpoint-3"
+
+
 RETRIED = """\
 version: 1
 id: retried

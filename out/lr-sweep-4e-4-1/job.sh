@@ -245,8 +245,10 @@ obc_step() {
     obc_announce 'finished before the job was requeued, skipped'
     return 0
   fi
-  [ "$OBC_NAME" != train ] || obc_resume
-  [ -z "$OBC_RESUMED_FROM" ] || set -- "$@" --resume-from-checkpoint "$OBC_RESUMED_FROM"
+  if [ "$OBC_NAME" = train ]; then
+    obc_resume
+    [ -z "$OBC_RESUMED_FROM" ] || set -- "$@" --resume-from-checkpoint "$OBC_RESUMED_FROM"
+  fi
   obc_announce "$(obc_print_command "$@")"
   if [ -n "$OBC_DRY_RUN" ]; then
     obc_step_command obc_print_command "$@"

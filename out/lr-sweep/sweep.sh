@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=79c1c2093455d0411e7b3c806f73c08cc863d314617b9592b122b024f7c8f3ee ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=460e6e8776693792a7bed922b611ae87f4783c231f9e4ca0ae47e6729d698044 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=f641240e6c8af3a4d98c149090b714cfe9fe6d7cf7f7f3543d74e882e26720bd ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=6c92562af6faac720ccef1e02fc4ed2924405a2ea3b917f7d2a05b3364afeaca ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=af80a0e9ab8f9de11253e4af4abbb84116037cbd81184a0b9bf41a305169e3a3 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=f1897855073ddfc81556e3ee913721ca58b5ca20bac1aa069692549c6ae754e5 ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=7718f7ba5caba34edfd5b613c6d501f0d9dd0d5521dec87cef7e5ae88c0de067 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=e81b88643bd1af48baf0ed2a3e2ee7ef58884f591fe068d7c138d338f846ec7e ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=79702acce8f3a460287c00186acc789f9f05f07f121f22cd9a8849dbdbd39c1e ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=260f8d29090ef8570bd129911d85031f77ad3bbdbdc1678e129311aae7530b60 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=7f58d417cbbfaab481f77cedebe3301dd42ecb315065fdd506677ab0fa258f35 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=f9afc30e8188168401ad0a2be37991cd8e04bddfc68fcf3b90fc84b631a99cdc ;;
     *) return 1 ;;
   esac
 }

@@ -220,8 +220,10 @@ obc_step() {
     return 0
   fi
   OBC_FROM=
-  [ "$OBC_NAME" != train ] || obc_resume
-  [ -z "$OBC_RESUMED_FROM" ] || set -- "$@" --resume-from-checkpoint "$OBC_RESUMED_FROM"
+  if [ "$OBC_NAME" = train ]; then
+    obc_resume
+    [ -z "$OBC_RESUMED_FROM" ] || set -- "$@" --resume-from-checkpoint "$OBC_RESUMED_FROM"
+  fi
   obc_announce "$(obc_print_command "$@")"
   if [ -n "$OBC_DRY_RUN" ]; then
     obc_step_command obc_print_command "$@"
