@@ -649,13 +649,11 @@ obc_launch() {
     obc_step_command "$@"
     return
   fi
-  OBC_RUNNER=$1
-  shift
   if [ "$OBC_NAME" = train ]; then
     set -- "$@" --launcher torchrun -- --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" \
       --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$SLURM_JOB_ID"
   fi
-  obc_node_tasks "$OBC_RUNNER" "$@"
+  obc_node_tasks "$@"
 }
 
 # A scheduler's TERM (Slurm at its time limit, scancel), ^C or a lost terminal: stop the

@@ -622,22 +622,20 @@ obc_launch() {
     obc_step_command "$@"
     return
   fi
-  OBC_RUNNER=$1
-  shift
   if [ "$OBC_NAME" = train ]; then
     set -- "$@" --launcher torchrun -- --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" \
       --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$SLURM_JOB_ID"
   fi
-  obc_node_tasks "$OBC_RUNNER" "$@"
+  obc_node_tasks "$@"
 }
 
 # obc_node_tasks RUNNER PROGRAM [ARG...]: one srun task per node (the whole step ends when
 # one of them fails), each running this script's copy with --node-task. srun of Slurm 22.05
 # to 23.02 does not take --cpus-per-task from the job: it is passed on.
 obc_node_tasks() {
-  OBC_RUNNER=$1
+  OBC_RUNNER=$1 OBC_NODES=$NNODES
   shift
-  "$OBC_RUNNER" srun --nodes="$NNODES" --ntasks="$NNODES" --ntasks-per-node=1 \
+  "$OBC_RUNNER" srun --nodes="$OBC_NODES" --ntasks="$OBC_NODES" --ntasks-per-node=1 \
     ${SLURM_CPUS_PER_TASK:+"--cpus-per-task=$SLURM_CPUS_PER_TASK"} \
     --kill-on-bad-exit=1 --export=ALL \
     /bin/sh "$OBC_RUN_DIR/.obc/job.sh" --run-dir "$OBC_RUN_DIR" \
