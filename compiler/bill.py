@@ -162,9 +162,10 @@ def _privileges(job: Job, container: Container | None) -> tuple[Privilege, ...]:
         return (Privilege("", "steps run on the machine as the user who starts the job, with "
                               "all of that user's access (no container)"),)
     if job.apptainer is not None or job.enroot is not None:
-        options = job.apptainer_args if job.apptainer else ("--no-container-mount-home",)
+        options = job.apptainer_args or job.enroot_args
         return (Privilege("", "steps run as the user who starts the job"),
-                *(Privilege(option, _meaning(option)) for option in options))
+                *(Privilege(option, _meaning(option)) for option in options
+                  if option in OPTION_MEANINGS))
     if container is None:  # a runtime this report does not know yet: the header says more
         return (Privilege("", "see the runtime lines of the script's header"),)
     return (_user(container),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .runtimes import CONTAINER_CACHE_DIR, Apptainer, Container, Enroot, Native
+from .runtimes import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR, Apptainer, Container, Enroot, Native
 from .slurm import RENDEZVOUS_NAMES, Slurm
 
 DEFAULT_IMAGE = (
@@ -256,6 +256,16 @@ class Job:
         return ((("--cleanenv",) if self.apptainer.cleanenv else ())
                 + (("--contain",) if self.apptainer.contain else ())
                 + ("--no-eval",) + (("--nv",) if self.gpus != "none" else ()))
+
+    @property
+    def enroot_args(self) -> tuple[str, ...]:
+        """The options obc gives each srun step of an enroot job besides image and mounts:
+        the working dir, no home, and every name it sets, which the image and enroot's hooks
+        would otherwise replace."""
+        if self.enroot is None:
+            return ()
+        return (f"--container-workdir={CONTAINER_RUN_DIR}", "--no-container-mount-home",
+                "--container-env=" + ",".join(self.passed_names))
 
     @property
     def passed_names(self) -> tuple[str, ...]:

@@ -10,7 +10,6 @@ from . import shell
 from .model import Job
 from .runtimes import (
     CONTAINER_HOME,
-    CONTAINER_RUN_DIR,
     Apptainer,
     Container,
     Enroot,
@@ -176,13 +175,11 @@ def _apptainer(job: Job, apptainer: Apptainer) -> list[str]:
 
 
 def _enroot(job: Job, enroot: Enroot) -> list[str]:
-    options = (f"--container-workdir={CONTAINER_RUN_DIR}", "--no-container-mount-home",
-               "--container-env=" + ",".join(job.passed_names))
     return [f"enroot {enroot.enroot_version} through pyxis, "
             f"{_image(enroot.pyxis_image, enroot.image_sha256)}",
             "each step is an srun step, its tasks in containers that pyxis makes; steps run "
             "as the user who starts the job, HOME a folder of the container",
-            *_mounts(enroot.mounts), f"obc adds {shell.join_words(options)}"]
+            *_mounts(enroot.mounts), f"obc adds {shell.join_words(job.enroot_args)}"]
 
 
 def _native(native: Native) -> list[str]:

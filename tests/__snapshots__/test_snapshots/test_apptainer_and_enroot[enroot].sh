@@ -276,8 +276,7 @@ obc_srun() {
     --kill-on-bad-exit=1 --export=ALL \
     --container-image="$OBC_IMAGE" \
     --container-mounts="$OBC_RUN_DIR":/workspace/run,"$OBC_CACHE_DIR":/workspace/hf-cache \
-    '--container-workdir=/workspace/run' --no-container-mount-home \
-    '--container-env=HF_HOME,WANDB_PROJECT,HF_TOKEN,CUDA_VISIBLE_DEVICES' \
+    '--container-workdir=/workspace/run' --no-container-mount-home '--container-env=HF_HOME,WANDB_PROJECT,HF_TOKEN,CUDA_VISIBLE_DEVICES' \
     "$@"
 }
 

@@ -309,8 +309,7 @@ obc_srun() {
     --kill-on-bad-exit=1 --export=ALL \
     '--container-image=axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b' \
     --container-mounts="$OBC_RUN_DIR":/workspace/run,"$OBC_CACHE_DIR":/workspace/hf-cache,/shared/datasets:/data:ro \
-    '--container-workdir=/workspace/run' --no-container-mount-home \
-    '--container-env=HF_HOME,AXOLOTL_DO_NOT_TRACK,WANDB_RESUME,WANDB_RUN_ID,HF_TOKEN,CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE' \
+    '--container-workdir=/workspace/run' --no-container-mount-home '--container-env=HF_HOME,AXOLOTL_DO_NOT_TRACK,WANDB_RESUME,WANDB_RUN_ID,HF_TOKEN,CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE' \
     "$@"
 }
 
