@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .axolotl import ConfigError
 from .config_files import load_as_axolotl
-from .diagnostics import Diagnostic, field_path, show
+from .diagnostics import Diagnostic, show
 from .load import CONFIG_FIELD, Path_, Source
 from .matrix import MATRIX, Matrix
 from .model import Job
@@ -95,12 +95,10 @@ def _shared(same: list[tuple[Member, Job]], path: Path_, what: str, folder: str,
     """One problem for the runs in `same`: `what` they do, with {} for the folder."""
     first = same[0][0]
     assert first.source is not None
-    mark = first.source.mark(path)
     names = ", ".join(member.id for member, _ in same[:3])
     more = f" and {len(same) - 3} more" if len(same) > 3 else ""
-    return Diagnostic(first.source.file, mark.line, mark.column, field_path(path),
-                      f"runs {names}{more} {what.format(show(folder))}; each run of a "
-                      "sweep needs its own", hint)
+    return first.source.problem(path, f"runs {names}{more} {what.format(show(folder))}; "
+                                "each run of a sweep needs its own", hint)
 
 
 def _output_dir(job: Job) -> Any:

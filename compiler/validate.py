@@ -52,13 +52,11 @@ def validate(source: Source) -> list[Diagnostic]:
                            f"trainer: {{axolotl: {{config: {source.file}}}}}")]
     found = _schema_problems(source)
     for problem in (*rules.check(source.data), *_rewritten_numbers(source)):
-        mark = source.mark(problem.path, key=problem.at_key)
         message = problem.message
         if problem.first is not None:
             first = source.mark(problem.first, key=problem.first_at_key)
             message += f" (line {first.line}, column {first.column})"
-        found.add(Diagnostic(source.file, mark.line, mark.column, field_path(problem.path),
-                             message, problem.hint))
+        found.add(source.problem(problem.path, message, problem.hint, key=problem.at_key))
     return sorted(found)
 
 
