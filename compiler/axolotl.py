@@ -24,7 +24,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from .diagnostics import Diagnostic, field_path, show
 from .load import CONFIG_FIELD, Mark, Path_, Source
-from .runtimes import Mount, host_folder
+from .runtimes import host_folder, mounts_of
 from .screen import MAX_DEPTH, syntax_error
 
 # Where Axolotl writes checkpoints when the config does not say (its schema's default), and
@@ -212,7 +212,7 @@ def _checkpoint_problems(data: dict[str, Any], config: dict[str, Any]) -> \
             "output_dir must be a plain path: the job looks for checkpoints in it", \
             "or set trainer.axolotl.resume: never and checkpoint.on_signal: false"
     elif output_dir.startswith("/") and data["runtime"]["kind"] != "native" and \
-            host_folder(output_dir, _mounts(data["runtime"])) is None:
+            host_folder(output_dir, mounts_of(data["runtime"])) is None:
         yield ("output_dir",), f"{show(output_dir)} is in no folder the container mounts, " \
             "so the job cannot find its checkpoints", \
             "use a path in the run dir (relative, or under /workspace/run) or under a mount"
@@ -220,8 +220,3 @@ def _checkpoint_problems(data: dict[str, Any], config: dict[str, Any]) -> \
     if on_signal and isinstance(dynamic, dict) and not dynamic.get("enabled", False):
         yield ("dynamic_checkpoint",), "turns off dynamic_checkpoint, which " \
             "checkpoint.on_signal needs", "remove it, or set checkpoint.on_signal: false"
-
-
-def _mounts(runtime: dict[str, Any]) -> list[Mount]:
-    return [Mount(m["source"], m["target"], m.get("readonly", False))
-            for m in runtime.get("mounts", ())]

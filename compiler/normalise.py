@@ -23,7 +23,7 @@ from .model import (
     Step,
     SweepRun,
 )
-from .runtimes import ENROOT_DIGESTS, INVOKER, Apptainer, Container, Enroot, Mount, Native
+from .runtimes import ENROOT_DIGESTS, INVOKER, Apptainer, Container, Enroot, Native, mounts_of
 from .slurm import Slurm, default_signal
 
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
@@ -109,8 +109,7 @@ def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,
     kind = runtime["kind"]
     if kind == "native":
         return Native(venv=runtime.get("venv"), env_file=runtime.get("env_file"))
-    mounts = tuple(Mount(m["source"], m["target"], m.get("readonly", False))
-                   for m in runtime.get("mounts", ()))
+    mounts = mounts_of(runtime)
     if kind == "apptainer":
         return Apptainer(image=runtime["image"], image_sha256=runtime.get("image_sha256"),
                          mounts=mounts, cleanenv=runtime.get("cleanenv", True),

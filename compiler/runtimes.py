@@ -9,7 +9,7 @@ import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "CONTAINER_CACHE_DIR", "CONTAINER_HOME", "CONTAINER_RUN_DIR", "DOCKER_HUB", "INVOKER",
@@ -30,6 +30,12 @@ class Mount:
     source: str
     target: str
     readonly: bool
+
+
+def mounts_of(runtime: dict[str, Any]) -> tuple[Mount, ...]:
+    """The extra mounts of a run file's runtime block (read-only only when it says so)."""
+    return tuple(Mount(m["source"], m["target"], m.get("readonly", False))
+                 for m in runtime.get("mounts", ()))
 
 
 def host_folder(path: str, mounts: Iterable[Mount]) -> tuple[str | None, str] | None:
