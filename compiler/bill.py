@@ -126,18 +126,18 @@ class Bill:
 
 def bill_of(job: Job) -> Bill:
     """Return the bill of materials of `job`."""
-    container = job.container
+    container, images = job.container, _images(job)
     return Bill(
         run_file=job.source_file,
         runtime=container.engine if container else snake_case(type(job.runtime).__name__),
-        images=_images(job),
+        images=images,
         privileges=_privileges(job, container),
         compute=compute(job),
         mounts=_mounts(job),
         writable=_writable(job),
         env=job.env,
         secrets=tuple((secret.name, secret.required) for secret in job.secrets),
-        egress=_egress(job, _images(job)),
+        egress=_egress(job, images),
         commands=tuple(Command(step.name, step.argv, shell.join_words(step.argv),
                                _where(job, step.name)) for step in job.steps),
     )

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from ..diagnostics import show
 from ..resources import run_schema
-from ..runtimes import is_image_file
+from ..runtimes import ENROOT_DIGESTS, is_image_file
 from .common import Problem, get
 
 _IMAGE = ("runtime", "image")
@@ -99,7 +99,7 @@ def _enroot_image(image: str, version: Any) -> Iterator[Problem]:
     digest = parse_reference(image).digest
     if digest is None:
         return
-    if not isinstance(version, int) or version < 4:
+    if not isinstance(version, int) or version < ENROOT_DIGESTS:
         yield Problem(_IMAGE, f"{show(image)}: enroot 3 takes no digest",
                       "import the image once into a squashfs file on shared storage (enroot "
                       "import -o FILE.sqsh docker://REGISTRY#IMAGE:TAG) and give its path, or "
