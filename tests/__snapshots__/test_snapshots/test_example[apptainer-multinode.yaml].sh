@@ -356,9 +356,9 @@ obc_unset_inherited() {
   done
 }
 
-# Stops the step: TERM to apptainer, which passes it on to the program in the container (to
-# the whole group, the program would get it twice), then KILL for whatever is left of the
-# group after the stop timeout; waits for apptainer.
+# Stops the step: TERM to its first process (apptainer, or srun for a step on every node),
+# which passes it on to the program (to the whole group, the program would get it twice),
+# then KILL for whatever is left of the group after the stop timeout; waits for the first.
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   env kill -s TERM -- "$OBC_CHILD" 2>/dev/null
