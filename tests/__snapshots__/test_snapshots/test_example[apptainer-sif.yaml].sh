@@ -288,21 +288,23 @@ obc_start() {
   OBC_STARTING=
 }
 
-# obc_pass RUNNER NAME [VALUE]: the container gets NAME=VALUE (no NAME without a VALUE)
-# through the variable $OBC_ENV_PREFIX$NAME. Under --dry-run, prints the export.
+# obc_pass RUNNER NAME VALUE: the container gets NAME=VALUE through the variable
+# $OBC_ENV_PREFIX$NAME. Under --dry-run, prints the export.
 obc_pass() {
   if [ "$1" = obc_print_command ]; then
-    [ "$#" -lt 3 ] || obc_print_command export "$OBC_ENV_PREFIX$2=$3"
-  elif [ "$#" -ge 3 ]; then
+    obc_print_command export "$OBC_ENV_PREFIX$2=$3"
+  else
     export "$OBC_ENV_PREFIX$2=$3"
   fi
 }
 
 # obc_pass_by_name RUNNER NAME [VALUE]: obc_pass for a value that is not in this script (a
-# secret, what Slurm or the rendezvous set), which --dry-run prints as "$NAME" if it is set.
+# secret, what Slurm or the rendezvous set), which --dry-run prints as "$NAME"; nothing
+# without a VALUE (the name is not set).
 obc_pass_by_name() {
+  [ "$#" -ge 3 ] || return 0
   if [ "$1" = obc_print_command ]; then
-    [ "$#" -lt 3 ] || printf 'export %s%s="$%s"\n' "$OBC_ENV_PREFIX" "$2" "$2"
+    printf 'export %s%s="$%s"\n' "$OBC_ENV_PREFIX" "$2" "$2"
   else
     obc_pass "$@"
   fi
