@@ -149,6 +149,12 @@ class Job:
         return self.checkpoints is not None and "WANDB_RUN_ID" not in dict(self.env)
 
     @property
+    def run_hash(self) -> bool:
+        """Whether the script makes the run dir's short hash: its container is named after it,
+        and its W&B run id holds it."""
+        return self.wandb_run_id or self.container is not None
+
+    @property
     def restartable(self) -> bool:
         """Whether a run may start again from the top as the same Slurm job (requeued by
         Slurm, or by itself), and so skips the steps it finished."""
