@@ -15,11 +15,10 @@ from typing import Any, Literal
 
 from . import shell
 from .diagnostics import field_path
-from .meaning import meaning, read_record
+from .meaning import JOB, VARIANT_KEY, Digest, Part, meaning, read_record
 from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
-from .runtimes import DIGEST
 from .text import visible
 from .write import Change
 from .write import plan as plan_writes
@@ -97,7 +96,7 @@ class FieldChange:
             value = self.after if self.kind == "added" else self.before
             shown = "" if isinstance(value, dict) or _hidden(value) else f" ({show(value)})"
             return f"{self.label} {self.kind}" + (shown if self.kind == "added" else "")
-        if _hidden(self.before) or _hidden(self.after):
+        if _hidden(self.before) or _hidden(self.after) or self.path in PROVENANCE:
             return f"{self.label}: {self.detail}" if self.detail else f"{self.label} changed"
         if self.path == ("runtime", "image"):
             return _image_change(self.before, self.after)
@@ -125,10 +124,19 @@ def show(value: Any) -> str:
     if isinstance(value, str):
         return visible(_word(value))
     if isinstance(value, list):
-        return visible(" ".join(_word(str(item)) for item in value)) if value else "none"
-    if isinstance(value, dict):  # a runtime by its engine or type; a block by being there
-        return str(value.get("engine") or value.get("type") or "set")
+        return visible(" ".join(_word(item) if isinstance(item, str) else show(item)
+                                for item in value)) if value else "none"
+    if isinstance(value, Digest | dict):
+        return _shown_whole(value)
     return str(value)
+
+
+def _shown_whole(value: Digest | dict) -> str:
+    """A text kept as its hash, in words no value reads as (a value with spaces is quoted); a
+    runtime by its engine or type; another block by being there."""
+    if isinstance(value, Digest):
+        return f"(a text with sha256 {value.sha256[:12]}…)"
+    return str(value.get("engine") or value.get(VARIANT_KEY) or "set")
 
 
 def _word(text: str) -> str:
@@ -139,7 +147,7 @@ def _word(text: str) -> str:
 
 def _hidden(value: Any) -> bool:
     """Whether a value is text kept as its hash: it can say only that it changed."""
-    return isinstance(value, str) and DIGEST.fullmatch(value) is not None
+    return isinstance(value, Digest)
 
 
 def _image_change(before: str, after: str) -> str:
@@ -152,21 +160,36 @@ def _image_change(before: str, after: str) -> str:
     return "image pinned by digest" if digest_after else "image no longer pinned by digest"
 
 
-def diff_meaning(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[FieldChange]:
-    """Return every field that differs between two meanings, in the new one's order."""
+def diff_meaning(old: Any, new: Any, path: tuple[str, ...] = (), part: Part = JOB) -> \
+        list[FieldChange]:
+    """Return every field that differs between two meanings, in the new one's order. `part`,
+    the model's type at `path`, says what a mapping is: a variant, a record, names."""
     if _same(old, new):
         return []
-    if isinstance(old, dict) and isinstance(new, dict) and old.get("type") == new.get("type"):
-        return _diff_mappings(old, new, path)
-    # An empty collection is recorded as [], whatever its items would be.
-    if old == [] and isinstance(new, dict) or new == [] and isinstance(old, dict):
-        return _diff_mappings(old or {}, new or {}, path)
+    if part.kind == "variant" and isinstance(old, dict) and isinstance(new, dict):
+        if old.get(VARIANT_KEY) != new.get(VARIANT_KEY):
+            return [FieldChange(path, "changed", old, new)]
+        part = part.variant(new.get(VARIANT_KEY))
+    if _are_mappings(old, new, part):
+        return _diff_mappings(old or {}, new or {}, path, part)
+    return [_field_change(path, old, new, part)]
+
+
+def _are_mappings(old: Any, new: Any, part: Part) -> bool:
+    """Whether both are mappings to compare key by key: not a text's hash, and an empty
+    collection is recorded as [], whatever its items would be."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return part.kind != "text"
+    return old == [] and isinstance(new, dict) or new == [] and isinstance(old, dict)
+
+
+def _field_change(path: tuple[str, ...], old: Any, new: Any, part: Part) -> FieldChange:
     # A part that is absent, or None where the other side has a mapping (no slurm block).
     if old is _MISSING or old is None and isinstance(new, dict):
-        return [FieldChange(path, "added", after=new)]
+        return FieldChange(path, "added", after=part.read(new))
     if new is _MISSING or new is None and isinstance(old, dict):
-        return [FieldChange(path, "removed", before=old)]
-    return [FieldChange(path, "changed", old, new)]
+        return FieldChange(path, "removed", before=part.read(old))
+    return FieldChange(path, "changed", part.read(old), part.read(new))
 
 
 def _same(old: Any, new: Any) -> bool:
@@ -176,13 +199,15 @@ def _same(old: Any, new: Any) -> bool:
     return old == new
 
 
-def _diff_mappings(old: dict, new: dict, path: tuple[str, ...]) -> list[FieldChange]:
+def _diff_mappings(old: dict, new: dict, path: tuple[str, ...], part: Part) -> \
+        list[FieldChange]:
     kept_old, kept_new = [k for k in old if k in new], [k for k in new if k in old]
     changes = []
     if path in ORDERED and kept_old != kept_new:
         changes.append(FieldChange(path, "reordered", kept_old, kept_new))
     for key in [*new, *(key for key in old if key not in new)]:
-        changes += diff_meaning(old.get(key, _MISSING), new.get(key, _MISSING), (*path, key))
+        changes += diff_meaning(old.get(key, _MISSING), new.get(key, _MISSING), (*path, key),
+                                part.child(key))
     return changes
 
 
@@ -246,7 +271,7 @@ def _with_file_detail(change: FieldChange, script: str, job: Job) -> FieldChange
         return change
     old = change.before
     if _hidden(old):
-        old = embedded_text(script, change.path[1], old)
+        old = embedded_text(script, change.path[1], old.sha256)
     new = next((file.content for file in job.files if file.path == change.path[1]), None)
     if not isinstance(old, str) or new is None:
         return change

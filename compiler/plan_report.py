@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from . import shell
 from .bill import Bill, bill_of
+from .meaning import DIGEST_KEY, Digest
 from .plan import ScriptPlan, totals
 from .summary import labelled_lines
 from .text import visible
@@ -108,7 +109,15 @@ def _code_block(language: str, lines: list[str]) -> str:
 def report_plan_json(plans: list[ScriptPlan], stream: TextIO) -> None:
     document = {"plan_format": PLAN_FORMAT, "totals": totals(plans),
                 "scripts": [_script_json(plan) for plan in plans]}
-    print(json.dumps(document, indent=2, ensure_ascii=False), file=stream)
+    print(json.dumps(document, indent=2, ensure_ascii=False, default=_plain_digest),
+          file=stream)
+
+
+def _plain_digest(value: Any) -> dict[str, str]:
+    """A text kept as its hash, as the record has it: `{"sha256": HEX}`."""
+    if not isinstance(value, Digest):
+        raise TypeError(f"not JSON: {value!r}")
+    return {DIGEST_KEY: value.sha256}
 
 
 def _script_json(plan: ScriptPlan) -> dict[str, Any]:
