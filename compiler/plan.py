@@ -8,6 +8,7 @@ the model is named by its path, so that a field the model gains shows up unaided
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from .meaning import JOB, VARIANT_KEY, Digest, Part, meaning, read_record
 from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
+from .render import render_job
 from .text import visible
 from .write import Change
 from .write import plan as plan_writes
@@ -35,6 +37,11 @@ ORDERED = {("steps",), ("runtime", "mounts")}
 # Fields that say where a script came from rather than what it does: named only when nothing
 # else changed (a comment edited in the run file).
 PROVENANCE = {("inputs",)}
+
+# A script edited after obc wrote it is named by its first MAX_EDITS edited lines, each cut to
+# MAX_EDIT_WIDTH characters.
+MAX_EDITS = 3
+MAX_EDIT_WIDTH = 80
 
 # How a field reads in a change line; "*" stands for an item's key, {N} for the Nth part.
 LABELS: dict[tuple[str, ...], str] = {
@@ -62,7 +69,13 @@ LABELS: dict[tuple[str, ...], str] = {
     ("secrets", "*"): "secret {1}",
     ("secrets", "*", "required"): "secret {1} required",
     ("slurm", "gpus_per_node"): "gpus per node",
+    ("sweep", "labels", "*"): "sweep label {2}",
+    ("sweep", "changes", "*"): "sweep patch {2}",
+    ("sweep", "changes", "*", "new"): "sweep patch {2}",
+    ("sweep", "changes", "*", "old"): "{2} before the sweep's patch",
 }
+# An item added that is shown by one of its fields, as its label names it.
+SHOWN_BY: dict[tuple[str, ...], str] = {("sweep", "changes", "*"): "new"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +107,10 @@ class FieldChange:
             return f"{self.label} order {' '.join(self.before)} → {' '.join(self.after)}"
         if self.kind in ("added", "removed"):
             value = self.after if self.kind == "added" else self.before
+            by = next((key for pattern, key in SHOWN_BY.items() if _matches(pattern, self.path)),
+                      None)
+            if by is not None and isinstance(value, dict):
+                value = value.get(by)
             shown = "" if isinstance(value, dict) or _hidden(value) else f" ({show(value)})"
             return f"{self.label} {self.kind}" + (shown if self.kind == "added" else "")
         if _hidden(self.before) or _hidden(self.after) or self.path in PROVENANCE:
@@ -108,11 +125,15 @@ class FieldChange:
 def label(path: tuple[str, ...]) -> str:
     """Return how the field at `path` is named in a change line."""
     for pattern, text in LABELS.items():
-        if len(pattern) == len(path) and all(p in ("*", part) for p, part in zip(pattern, path,
-                                                                                 strict=True)):
+        if _matches(pattern, path):
             return text.format(*path)
     return " ".join(part.replace("_", " ") if part.isidentifier() and part.islower() else part
                     for part in path)
+
+
+def _matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    return len(pattern) == len(path) and all(p in ("*", part) for p, part in zip(pattern, path,
+                                                                                strict=True))
 
 
 def show(value: Any) -> str:
@@ -222,6 +243,15 @@ class ScriptPlan:
     note: str = ""
     # The job compile would write it from (None for a script it removes or keeps).
     job: Job | None = None
+    # The script on disk is what obc writes for what the job means now: only its mode or
+    # provenance (the inputs hash) differ, so its bill is the one approved before.
+    same_meaning: bool = False
+
+    @property
+    def billed(self) -> bool:
+        """Whether plan shows the bill of the job it would write: one it adds, or one whose
+        meaning changes or is not known."""
+        return self.job is not None and not self.same_meaning
 
     def line(self) -> str:
         """Return the one-line summary: `~ out/b/job.sh: image digest changed; gpus 2 → 4`."""
@@ -249,18 +279,55 @@ def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
         return ScriptPlan(path, action, job=job)
     if change.old == change.new:
         return ScriptPlan(path, action, note=f"mode {change.old_mode:04o} → {change.mode:04o}",
-                          job=job)
-    text = (change.old or b"").decode("utf-8", "replace")
+                          job=job, same_meaning=True)
+    return _compared(path, (change.old or b"").decode("utf-8", "replace"), job)
+
+
+def _compared(path: str, text: str, job: Job) -> ScriptPlan:
+    """The plan of a script on disk to change, by the record at its end: the changes of its
+    meaning, or else whether its text is what obc writes for that meaning."""
     old = read_record(text)
     if old is None:
-        return ScriptPlan(path, action, note="the script on disk has no plan record (an "
-                          "earlier obc, or an edit): what it meant is not known", job=job)
+        return ScriptPlan(path, "change", note="the script on disk has no plan record this obc "
+                          "reads (an earlier obc, or an edit): what it meant is not known", job=job)
     changes = tuple(_with_file_detail(change, text, job)
                     for change in diff_meaning(old, meaning(job)))
     if any(change.path not in PROVENANCE for change in changes):
-        changes = tuple(change for change in changes if change.path not in PROVENANCE)
-    note = "" if changes else "script text only (another obc build); same meaning"
-    return ScriptPlan(path, action, changes, note, job)
+        return ScriptPlan(path, "change", tuple(change for change in changes
+                                              if change.path not in PROVENANCE), job=job)
+    # The same meaning: the script on disk must be what obc writes for its record.
+    edits = edited_lines(render_job(_as_recorded(job, old)), text)
+    if edits:
+        return ScriptPlan(path, "change", changes, f"the script on disk is not what obc writes "
+                          f"for its record (edited by hand, or another build of obc "
+                          f"{job.obc_version}): {edits}", job)
+    return ScriptPlan(path, "change", changes, job=job, same_meaning=True)
+
+
+def _as_recorded(job: Job, record: dict[str, Any]) -> Job:
+    """The job with the record's provenance (its inputs hash): when the meaning is the same,
+    the job obc wrote that script for."""
+    return replace(job, **{path[0]: record.get(path[0]) for path in PROVENANCE})
+
+
+def edited_lines(expected: str, actual: str) -> str:
+    """Return where `actual` differs from `expected`, by its own lines as they now read:
+    `line 812: axolotl merge-lora …`, the first MAX_EDITS of them and how many more."""
+    matcher = difflib.SequenceMatcher(None, expected.split("\n"), lines := actual.split("\n"),
+                                      autojunk=False)
+    edits = []
+    for tag, _, _, start, end in matcher.get_opcodes():
+        if tag == "delete":
+            edits.append(f"line {start}: lines removed after it")
+        elif tag != "equal":
+            edits += [f"line {n + 1}: {_clipped(lines[n])}" for n in range(start, end)]
+    more = f"; {len(edits) - MAX_EDITS} more lines" if len(edits) > MAX_EDITS else ""
+    return "; ".join(edits[:MAX_EDITS]) + more
+
+
+def _clipped(line: str) -> str:
+    line = visible(line.strip())
+    return line if len(line) <= MAX_EDIT_WIDTH else line[:MAX_EDIT_WIDTH] + "…"
 
 
 def _with_file_detail(change: FieldChange, script: str, job: Job) -> FieldChange:
