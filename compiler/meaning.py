@@ -53,7 +53,7 @@ def meaning(job: Job) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     if _is_record(type(value)):
-        return {name: _field(value, name) for name in _field_names(type(value))}
+        return {name: _field(value, name) for name in field_names(type(value))}
     if isinstance(value, tuple):
         return _collection(value)
     if isinstance(value, str) and ("\n" in value or len(value) > MAX_SHOWN):
@@ -72,7 +72,8 @@ def _is_record(cls: Any) -> bool:
         isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"))
 
 
-def _field_names(cls: type) -> tuple[str, ...]:
+def field_names(cls: type) -> tuple[str, ...]:
+    """Return the names of a record's fields, in order."""
     if dataclasses.is_dataclass(cls):
         return tuple(field.name for field in dataclasses.fields(cls))
     return cls._fields  # type: ignore[attr-defined]
@@ -90,7 +91,7 @@ def _field(owner: Any, name: str) -> Any:
 def _is_variant(owner: type, name: str) -> bool:
     """Whether a field may hold one of several dataclasses (a runtime), so the record must say
     which."""
-    return part_of(_hints(owner)[name]).kind == "variant"
+    return part_of(hints(owner)[name]).kind == "variant"
 
 
 def snake_case(name: str) -> str:
@@ -100,7 +101,7 @@ def snake_case(name: str) -> str:
 
 def _collection(items: tuple) -> Any:
     if items and all(_is_record(type(item)) for item in items):
-        key = KEY_FIELDS.get(type(items[0]), _field_names(type(items[0]))[0])
+        key = KEY_FIELDS.get(type(items[0]), field_names(type(items[0]))[0])
         keys = [str(getattr(item, key)) for item in items]
         if len(set(keys)) < len(keys):  # not known by that field: by position, from 1
             return {str(n): _plain(item) for n, item in enumerate(items, 1)}
@@ -126,7 +127,8 @@ class Part:
     """What the model's type says one part of a record is, so that reading the record never
     guesses from the values in it: a record's fields (`of`: its class), a variant (`of`: the
     classes it may be), items keyed by a field (`of`: their class), names and their values
-    (`of`: the values' type), a text, a list (`of`: its items' type), or any other value."""
+    (`of`: the values' type), a text, a list (`of`: its items' type), or any other value
+    (`of`: its type, None where the model does not say)."""
 
     kind: PartKind
     of: Any = None
@@ -134,7 +136,7 @@ class Part:
     def child(self, key: str) -> Part:
         """Return the part at `key` of this mapping; one the model does not know: any value."""
         if self.kind == "record":
-            return part_of(_hints(self.of).get(key, Any))
+            return part_of(hints(self.of).get(key, Any))
         if self.kind in ("items", "names"):
             return part_of(self.of)
         return ANY
@@ -157,7 +159,7 @@ ANY = Part("value")
 
 
 @cache
-def _hints(cls: type) -> dict[str, Any]:
+def hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
@@ -168,7 +170,7 @@ def part_of(hint: Any) -> Part:
         options = [arg for arg in typing.get_args(hint) if arg is not type(None)]
         if sum(_is_record(option) for option in options) > 1:
             return Part("variant", tuple(options))
-        return part_of(options[0]) if len(options) == 1 else ANY
+        return part_of(options[0]) if len(options) == 1 else Part("value", hint)
     if _is_record(hint):
         return Part("record", hint)
     if hint is str:
@@ -176,7 +178,7 @@ def part_of(hint: Any) -> Part:
     args = typing.get_args(hint)
     if typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis:
         return _collection_part(args[0])
-    return ANY
+    return Part("value", hint)
 
 
 def _collection_part(item: Any) -> Part:

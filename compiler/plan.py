@@ -20,6 +20,7 @@ from .meaning import JOB, VARIANT_KEY, Digest, Part, meaning, read_record
 from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
+from .recorded import recorded_job
 from .render import render_job
 from .text import visible
 from .write import Change
@@ -292,22 +293,23 @@ def _compared(path: str, text: str, job: Job) -> ScriptPlan:
                           "reads (an earlier obc, or an edit): what it meant is not known", job=job)
     changes = tuple(_with_file_detail(change, text, job)
                     for change in diff_meaning(old, meaning(job)))
+    edits = _edits(old, job, text)
+    note = f"the script on disk is not what obc writes for its record (edited by hand, or " \
+           f"another build of obc {job.obc_version}): {edits}" if edits else ""
     if any(change.path not in PROVENANCE for change in changes):
         return ScriptPlan(path, "change", tuple(change for change in changes
-                                              if change.path not in PROVENANCE), job=job)
-    # The same meaning: the script on disk must be what obc writes for its record.
-    edits = edited_lines(render_job(_as_recorded(job, old)), text)
-    if edits:
-        return ScriptPlan(path, "change", changes, f"the script on disk is not what obc writes "
-                          f"for its record (edited by hand, or another build of obc "
-                          f"{job.obc_version}): {edits}", job)
-    return ScriptPlan(path, "change", changes, job=job, same_meaning=True)
+                                                if change.path not in PROVENANCE), note, job)
+    return ScriptPlan(path, "change", changes, note, job, same_meaning=not edits)
 
 
-def _as_recorded(job: Job, record: dict[str, Any]) -> Job:
-    """The job with the record's provenance (its inputs hash): when the meaning is the same,
-    the job obc wrote that script for."""
-    return replace(job, **{path[0]: record.get(path[0]) for path in PROVENANCE})
+def _edits(record: dict[str, Any], job: Job, text: str) -> str:
+    """Return where the script on disk differs from what this obc writes for its record; ""
+    where it does not, or where that is not known (a record of another obc version, or one
+    whose hashed texts are neither in the new job nor in the script)."""
+    if record.get("obc_version") != job.obc_version:
+        return ""
+    recorded = recorded_job(record, job, text)
+    return "" if recorded is None else edited_lines(render_job(recorded), text)
 
 
 def edited_lines(expected: str, actual: str) -> str:

@@ -5,11 +5,16 @@ is not billed again, and an added script's bill is a changed one's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
+from compiler.meaning import read_record
+from compiler.pipeline import compile_files
+from compiler.recorded import recorded_job
+from tests.conftest import REPO
 from tests.test_plan import obc
 
 # The trial's sweep: an Axolotl config patched on two axes.
@@ -182,3 +187,43 @@ def test_an_added_scripts_bill_is_a_changed_ones(tmp_path):
         project(root, before)
         (root / "run.yaml").write_text(after, encoding="utf-8")
     assert bills(plan(changed))["out/j/job.sh"] == bills(plan(added))["out/j/job.sh"]
+
+
+def test_an_edit_is_named_when_the_meaning_changes_too(tmp_path):
+    root = project(tmp_path, NATIVE)
+    script = root / "out/j/job.sh"
+    edited = edit(script, "obc_step 2 merge axolotl merge-lora conf.yaml",
+                  "obc_step 2 merge axolotl merge-lora conf.yaml --lora-model-dir=/x")
+    (root / "run.yaml").write_text(NATIVE.replace("echo, one", "echo, two"), encoding="utf-8")
+    assert change_line(plan(root), "out/j/job.sh") == (
+        "~ out/j/job.sh: step a: echo one → echo two; the script on disk is not what obc "
+        "writes for its record (edited by hand, or another build of obc 0.2.0): "
+        f"line {edited}: obc_step 2 merge axolotl merge-lora conf.yaml --lora-model-dir=/x")
+
+
+def test_a_record_edited_to_match_the_run_file_does_not_hide_what_the_text_does(tmp_path):
+    root = project(tmp_path, NATIVE)
+    script = root / "out/j/job.sh"
+    script.write_text(script.read_text(encoding="utf-8").replace(
+        '"argv": ["echo", "one"]', '"argv": ["echo", "two"]'), encoding="utf-8")
+    (root / "run.yaml").write_text(NATIVE.replace("echo, one", "echo, two"), encoding="utf-8")
+    line = change_line(plan(root), "out/j/job.sh")
+    assert line.startswith("~ out/j/job.sh: inputs changed; the script on disk is not what obc "
+                           "writes for its record (edited by hand, or another build of obc "
+                           "0.2.0): line 11: # steps       1. a: echo one; line ")
+    assert line.endswith(": obc_step 1 a echo one")  # what the text does
+
+
+@pytest.mark.parametrize("example", sorted((REPO / "examples").glob("*.yaml")),
+                         ids=lambda path: path.name)
+def test_a_record_renders_to_its_script_again(example, monkeypatch):
+    monkeypatch.chdir(REPO)
+    for script in compile_files([example.relative_to(REPO)]).scripts:
+        job = recorded_job(read_record(script.text), script.job, script.text)
+        assert job == script.job
+        # Without the new job's texts, an embedded file's comes from the script's own
+        # here-document; a hashed description is not known.
+        alone = recorded_job(read_record(script.text), dataclasses.replace(
+            script.job, files=(), description=None), script.text)
+        multi_line = script.job.description and "\n" in script.job.description
+        assert alone == (None if multi_line else script.job)
