@@ -20,8 +20,7 @@ from .meaning import JOB, VARIANT_KEY, Digest, Part, meaning, read_record
 from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
-from .recorded import recorded_job
-from .render import render_job
+from .recorded import rendered_again
 from .text import visible
 from .write import Change
 from .write import plan as plan_writes
@@ -308,8 +307,8 @@ def _edits(record: dict[str, Any], job: Job, text: str) -> str:
     whose hashed texts are neither in the new job nor in the script)."""
     if record.get("obc_version") != job.obc_version:
         return ""
-    recorded = recorded_job(record, job, text)
-    return "" if recorded is None else edited_lines(render_job(recorded), text)
+    written = rendered_again(record, job, text)
+    return "" if written is None else edited_lines(written, text)
 
 
 def edited_lines(expected: str, actual: str) -> str:

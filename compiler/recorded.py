@@ -1,5 +1,5 @@
-"""The job a script's plan record stands for, read back by the model's types, so that `obc plan`
-can render it again and see whether the script on disk is what obc wrote for it.
+"""The job a script's plan record stands for, read back by the model's types, and the script
+this obc writes for it: `obc plan` compares that with the script on disk to find edits.
 
 A record keeps a long text as its hash. Each is taken from the job compile would write now
 where that has a text with the same hash at the same place, else from the script's own
@@ -27,6 +27,21 @@ from .meaning import (
 from .model import Job
 from .plan_files import embedded_text
 from .provenance import sha256
+from .render import render_job
+
+
+def rendered_again(record: dict[str, Any], now: Job, script: str) -> str | None:
+    """Return the script this obc writes for the job `record` (read from `script`) stands for;
+    None if the record does not say the job whole, or says one that no run file makes."""
+    job = recorded_job(record, now, script)
+    if job is None:
+        return None
+    try:
+        return render_job(job)
+    # Values of the right types can still break what normalise guarantees the templates (an
+    # empty argv): such a job is not one obc compiled.
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 class _NotKnown(Exception):
@@ -51,8 +66,6 @@ class _Reader:
     def value(self, value: Any, part: Part, now: Any, path: tuple[str, ...]) -> Any:
         """Return the Python value of `value`, a part of the record at `path`; `now` is the
         value at the same place in the job compile would write now (None if it has none)."""
-        if value is None:
-            return None
         if part.kind == "variant":
             part = part.variant(value.get(VARIANT_KEY) if isinstance(value, dict) else None)
             if part.kind != "record":
@@ -72,9 +85,15 @@ class _Reader:
         if any(name not in value for name in names):
             raise _NotKnown
         same = isinstance(now, cls)
-        return cls(**{name: self.value(value[name], part_of(hints(cls)[name]),
+        return cls(**{name: self.field(value[name], hints(cls)[name],
                                        getattr(now, name) if same else None, (*path, name))
                       for name in names})
+
+    def field(self, value: Any, hint: Any, now: Any, path: tuple[str, ...]) -> Any:
+        """A field's value: None only where its type allows it (`X | None`)."""
+        if value is None:
+            return _scalar(None, hint)
+        return self.value(value, part_of(hint), now, path)
 
     def collection(self, value: Any, part: Part, now: Any, path: tuple[str, ...]) -> tuple:
         if value == []:  # an empty collection, whatever its items would be

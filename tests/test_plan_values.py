@@ -11,13 +11,19 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
+from compiler.build import build_jobs
 from compiler.meaning import JOB, VARIANT_KEY, meaning, read_record
 from compiler.model import Job
 from compiler.pipeline import compile_files
 from compiler.plan import diff_meaning
+from compiler.recorded import recorded_job, rendered_again
+from compiler.render import render_job
 from tests.test_plan import obc
 from tests.test_plan_meaning import job_of
+from tests.test_shapes import run_files
 
 # 200+ characters of code, recorded as its hash.
 LONG_CODE = "import sys\n" + "".join(f"print({n}, file=sys.stderr)  # a line of the program\n"
@@ -129,3 +135,71 @@ def test_a_hashed_text_is_an_object_in_the_record(tmp_path):
 def test_no_runtime_variant_has_a_field_named_like_the_marker_of_its_variant():
     for variant in JOB.child("runtime").of:
         assert VARIANT_KEY not in {field.name for field in dataclasses.fields(variant)}
+
+
+@settings(derandomize=True, database=None, max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(run=run_files())
+def test_a_hostile_jobs_record_reads_back_as_the_job_whole(run, tmp_path_factory):
+    """Whatever the values and names (`type`, `sha256:…` among them), the record in the
+    script reads back as the job's meaning and as the job itself, the one obc renders again."""
+    data, content = run
+    root = tmp_path_factory.mktemp("record")
+    (root / "notes.txt").write_text(content, encoding="utf-8")
+    (root / "run.yaml").write_text(json.dumps(data), encoding="utf-8")
+    built = build_jobs(root / "run.yaml", {})
+    assume(built.jobs)  # a value the schema refuses
+    ((_, job),) = built.jobs
+    text = render_job(job)
+    record = read_record(text)
+    assert record == meaning(job)
+    assert diff_meaning(record, meaning(job)) == []
+    assert recorded_job(record, job, text) == job
+    files_alone = recorded_job(record, dataclasses.replace(job, files=()), text)
+    assert files_alone == job
+
+
+@settings(derandomize=True, database=None, max_examples=150, deadline=None)
+@given(data=st.data())
+def test_a_hostile_record_never_breaks_plan(tmp_path_factory, data):
+    """A record on disk may hold anything where obc wrote a value: plan compares and shows it,
+    and reads it back as a job only if every value is of its field's type."""
+    root = tmp_path_factory.mktemp("hostile")
+    (root / "t.txt").write_text("a\nb\n", encoding="utf-8")
+    job = job_of(root, run_file("steps: [{name: type, run: [echo, one]}]\nfiles: {t.txt: "
+                                "t.txt}\nenv: {type: a}\nslurm: {nodes: 2, gpus_per_node: 1}\n"))
+    record = meaning(job)
+    paths = list(_leaves(record))
+    path = data.draw(st.sampled_from(paths))
+    hostile = data.draw(st.recursive(
+        st.none() | st.booleans() | st.integers() | st.sampled_from(
+            ["", "type", "sha256:" + "0" * 64, "x\u202ey", "container"]),
+        lambda inner: st.lists(inner, max_size=2) | st.dictionaries(
+            st.sampled_from(["type", "sha256", "argv", "a"]), inner, max_size=2),
+        max_leaves=4))
+    _set(record, path, hostile)
+    for change in diff_meaning(record, meaning(job)):
+        assert "\n" not in change.text()
+    recorded = recorded_job(record, job, render_job(job))
+    assert recorded is None or meaning(recorded) == record
+    rendered_again(record, job, render_job(job))
+
+
+def _leaves(value: object, path: tuple = ()):
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list) and value:
+        for n, item in enumerate(value):
+            yield from _leaves(item, (*path, n))
+    yield path
+
+
+def _set(record: dict, path: tuple, value: object) -> None:
+    if not path:
+        return
+    *parents, last = path
+    node = record
+    for key in parents:
+        node = node[key]
+    node[last] = value
