@@ -23,7 +23,7 @@ from .plan import ScriptPlan, totals
 from .summary import labelled_lines
 from .text import visible
 
-PLAN_FORMAT = 1
+PLAN_FORMAT = 2
 
 
 def summary_line(plans: list[ScriptPlan]) -> str:
