@@ -160,6 +160,7 @@ ANY = Part("value")
 
 @cache
 def hints(cls: type) -> dict[str, Any]:
+    """Return the types of a record's fields, by name."""
     return typing.get_type_hints(cls)
 
 
