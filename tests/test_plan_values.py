@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from compiler.build import build_jobs
-from compiler.meaning import JOB, VARIANT_KEY, meaning, read_record
+from compiler.meaning import JOB, VARIANT_KEY, Digest, meaning, read_record
 from compiler.model import Job
 from compiler.pipeline import compile_files
-from compiler.plan import diff_meaning
+from compiler.plan import diff_meaning, show
 from compiler.recorded import recorded_job, rendered_again
 from compiler.render import render_job
 from tests.test_plan import obc
@@ -203,3 +203,8 @@ def _set(record: dict, path: tuple, value: object) -> None:
     for key in parents:
         node = node[key]
     node[last] = value
+
+
+def test_a_value_that_reads_like_a_hashed_text_is_shown_quoted():
+    shown = show(["(a text with sha256 0123456789ab…)", Digest("0123456789abcdef")])
+    assert shown == "'(a text with sha256 0123456789ab…)' (a text with sha256 0123456789ab…)"
