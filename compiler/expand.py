@@ -22,7 +22,7 @@ from .diagnostics import Diagnostic, describe, field_path
 from .load import CONFIG_FIELD, Mark, Path_, Source
 from .matrix import MATRIX, PLACEHOLDER, SWEEP_ID, Matrix, Value, read_matrix
 from .merge import MISSING, leaf_changes, merge_patch
-from .model import SweepRun
+from .model import SweepChange, SweepRun
 from .rules.common import get
 from .sources import Embedding
 from .sweep_rules import id_problems
@@ -240,7 +240,7 @@ class _Base:
         at = (*MATRIX, "id") if "id" in self.source.data["matrix"] else ("id",)
         return self.source.mark(at)
 
-    def _changes(self, data: dict, loaded: dict[str, dict]) -> tuple[tuple[str, str, str], ...]:
+    def _changes(self, data: dict, loaded: dict[str, dict]) -> tuple[SweepChange, ...]:
         """What the patches changed, leaf by leaf: a config file they patched counts as its
         content."""
         before: Any = self.data
@@ -249,7 +249,8 @@ class _Base:
             trainer = before["trainer"]
             before = {**before, "trainer": {**trainer, "axolotl": {
                 **trainer["axolotl"], "config": loaded[config]}}}
-        return tuple((field_path(path), _shown(old, "(unset)"), _shown(new, "(deleted)"))
+        return tuple(SweepChange(field_path(path), _shown(old, "(unset)"),
+                                 _shown(new, "(deleted)"))
                      for path, old, new in leaf_changes(before, data) if path != ("id",))
 
 

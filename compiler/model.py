@@ -7,7 +7,7 @@ template would otherwise have to work out from several fields is a property here
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .runtimes import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR, Apptainer, Container, Enroot, Native
 from .slurm import RENDEZVOUS_NAMES, Slurm
@@ -87,17 +87,25 @@ class Retry:
     max: int
 
 
+class SweepChange(NamedTuple):
+    """What a sweep's patches did to one field, as the header shows it: its value in the run
+    file (`(unset)`) and in this run (`(deleted)`)."""
+
+    field: str
+    old: str
+    new: str
+
+
 @dataclass(frozen=True, slots=True)
 class SweepRun:
     """A job's place in a sweep (a run file with a matrix): the sweep's id, its label on each
-    axis (none for a named extra run), and what its patches changed, as (field, old, new)
-    shown for the header. Nothing of the other runs: a label added to an axis changes no
-    other run's meaning."""
+    axis (none for a named extra run), and what its patches changed. Nothing of the other
+    runs: a label added to an axis changes no other run's meaning."""
 
     sweep: str
     labels: tuple[tuple[str, str], ...]
     name: str | None
-    changes: tuple[tuple[str, str, str], ...]
+    changes: tuple[SweepChange, ...]
     # The Axolotl config file its patches were applied to, if they were.
     config_file: str | None = None
 

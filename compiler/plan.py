@@ -8,6 +8,7 @@ the model is named by its path, so that a field the model gains shows up unaided
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,11 +16,11 @@ from typing import Any, Literal
 
 from . import shell
 from .diagnostics import field_path
-from .meaning import meaning, read_record
+from .meaning import JOB, VARIANT_KEY, Digest, Part, meaning, read_record
 from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
-from .runtimes import DIGEST
+from .recorded import rendered_again
 from .text import visible
 from .write import Change
 from .write import plan as plan_writes
@@ -36,6 +37,11 @@ ORDERED = {("steps",), ("runtime", "mounts")}
 # Fields that say where a script came from rather than what it does: named only when nothing
 # else changed (a comment edited in the run file).
 PROVENANCE = {("inputs",)}
+
+# A script edited after obc wrote it is named by its first MAX_EDITS edited lines, each cut to
+# MAX_EDIT_WIDTH characters.
+MAX_EDITS = 3
+MAX_EDIT_WIDTH = 80
 
 # How a field reads in a change line; "*" stands for an item's key, {N} for the Nth part.
 LABELS: dict[tuple[str, ...], str] = {
@@ -63,7 +69,13 @@ LABELS: dict[tuple[str, ...], str] = {
     ("secrets", "*"): "secret {1}",
     ("secrets", "*", "required"): "secret {1} required",
     ("slurm", "gpus_per_node"): "gpus per node",
+    ("sweep", "labels", "*"): "sweep label {2}",
+    ("sweep", "changes", "*"): "sweep patch {2}",
+    ("sweep", "changes", "*", "new"): "sweep patch {2}",
+    ("sweep", "changes", "*", "old"): "{2} before the sweep's patch",
 }
+# An item added that is shown by one of its fields, as its label names it.
+SHOWN_BY: dict[tuple[str, ...], str] = {("sweep", "changes", "*"): "new"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +107,13 @@ class FieldChange:
             return f"{self.label} order {' '.join(self.before)} → {' '.join(self.after)}"
         if self.kind in ("added", "removed"):
             value = self.after if self.kind == "added" else self.before
+            by = next((key for pattern, key in SHOWN_BY.items() if _matches(pattern, self.path)),
+                      None)
+            if by is not None and isinstance(value, dict):
+                value = value.get(by)
             shown = "" if isinstance(value, dict) or _hidden(value) else f" ({show(value)})"
             return f"{self.label} {self.kind}" + (shown if self.kind == "added" else "")
-        if _hidden(self.before) or _hidden(self.after):
+        if _hidden(self.before) or _hidden(self.after) or self.path in PROVENANCE:
             return f"{self.label}: {self.detail}" if self.detail else f"{self.label} changed"
         if self.path == ("runtime", "image"):
             return _image_change(self.before, self.after)
@@ -109,11 +125,15 @@ class FieldChange:
 def label(path: tuple[str, ...]) -> str:
     """Return how the field at `path` is named in a change line."""
     for pattern, text in LABELS.items():
-        if len(pattern) == len(path) and all(p in ("*", part) for p, part in zip(pattern, path,
-                                                                                 strict=True)):
+        if _matches(pattern, path):
             return text.format(*path)
     return " ".join(part.replace("_", " ") if part.isidentifier() and part.islower() else part
                     for part in path)
+
+
+def _matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    return len(pattern) == len(path) and all(p in ("*", part) for p, part in zip(pattern, path,
+                                                                                strict=True))
 
 
 def show(value: Any) -> str:
@@ -125,10 +145,19 @@ def show(value: Any) -> str:
     if isinstance(value, str):
         return visible(_word(value))
     if isinstance(value, list):
-        return visible(" ".join(_word(str(item)) for item in value)) if value else "none"
-    if isinstance(value, dict):  # a runtime by its engine or type; a block by being there
-        return str(value.get("engine") or value.get("type") or "set")
+        return visible(" ".join(_word(item) if isinstance(item, str) else show(item)
+                                for item in value)) if value else "none"
+    if isinstance(value, Digest | dict):
+        return _shown_whole(value)
     return str(value)
+
+
+def _shown_whole(value: Digest | dict) -> str:
+    """A text kept as its hash, in words no value reads as (a value with spaces is quoted); a
+    runtime by its engine or type; another block by being there."""
+    if isinstance(value, Digest):
+        return f"(a text with sha256 {value.sha256[:12]}…)"
+    return str(value.get("engine") or value.get(VARIANT_KEY) or "set")
 
 
 def _word(text: str) -> str:
@@ -139,7 +168,7 @@ def _word(text: str) -> str:
 
 def _hidden(value: Any) -> bool:
     """Whether a value is text kept as its hash: it can say only that it changed."""
-    return isinstance(value, str) and DIGEST.fullmatch(value) is not None
+    return isinstance(value, Digest)
 
 
 def _image_change(before: str, after: str) -> str:
@@ -152,21 +181,36 @@ def _image_change(before: str, after: str) -> str:
     return "image pinned by digest" if digest_after else "image no longer pinned by digest"
 
 
-def diff_meaning(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[FieldChange]:
-    """Return every field that differs between two meanings, in the new one's order."""
+def diff_meaning(old: Any, new: Any, path: tuple[str, ...] = (), part: Part = JOB) -> \
+        list[FieldChange]:
+    """Return every field that differs between two meanings, in the new one's order. `part`,
+    the model's type at `path`, says what a mapping is: a variant, a record, names."""
     if _same(old, new):
         return []
-    if isinstance(old, dict) and isinstance(new, dict) and old.get("type") == new.get("type"):
-        return _diff_mappings(old, new, path)
-    # An empty collection is recorded as [], whatever its items would be.
-    if old == [] and isinstance(new, dict) or new == [] and isinstance(old, dict):
-        return _diff_mappings(old or {}, new or {}, path)
+    if part.kind == "variant" and isinstance(old, dict) and isinstance(new, dict):
+        if old.get(VARIANT_KEY) != new.get(VARIANT_KEY):
+            return [FieldChange(path, "changed", old, new)]
+        part = part.variant(new.get(VARIANT_KEY))
+    if _are_mappings(old, new, part):
+        return _diff_mappings(old or {}, new or {}, path, part)
+    return [_field_change(path, old, new, part)]
+
+
+def _are_mappings(old: Any, new: Any, part: Part) -> bool:
+    """Whether both are mappings to compare key by key: not a text's hash, and an empty
+    collection is recorded as [], whatever its items would be."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return part.kind != "text"
+    return old == [] and isinstance(new, dict) or new == [] and isinstance(old, dict)
+
+
+def _field_change(path: tuple[str, ...], old: Any, new: Any, part: Part) -> FieldChange:
     # A part that is absent, or None where the other side has a mapping (no slurm block).
     if old is _MISSING or old is None and isinstance(new, dict):
-        return [FieldChange(path, "added", after=new)]
+        return FieldChange(path, "added", after=part.read(new))
     if new is _MISSING or new is None and isinstance(old, dict):
-        return [FieldChange(path, "removed", before=old)]
-    return [FieldChange(path, "changed", old, new)]
+        return FieldChange(path, "removed", before=part.read(old))
+    return FieldChange(path, "changed", part.read(old), part.read(new))
 
 
 def _same(old: Any, new: Any) -> bool:
@@ -176,13 +220,15 @@ def _same(old: Any, new: Any) -> bool:
     return old == new
 
 
-def _diff_mappings(old: dict, new: dict, path: tuple[str, ...]) -> list[FieldChange]:
+def _diff_mappings(old: dict, new: dict, path: tuple[str, ...], part: Part) -> \
+        list[FieldChange]:
     kept_old, kept_new = [k for k in old if k in new], [k for k in new if k in old]
     changes = []
     if path in ORDERED and kept_old != kept_new:
         changes.append(FieldChange(path, "reordered", kept_old, kept_new))
     for key in [*new, *(key for key in old if key not in new)]:
-        changes += diff_meaning(old.get(key, _MISSING), new.get(key, _MISSING), (*path, key))
+        changes += diff_meaning(old.get(key, _MISSING), new.get(key, _MISSING), (*path, key),
+                                part.child(key))
     return changes
 
 
@@ -197,6 +243,15 @@ class ScriptPlan:
     note: str = ""
     # The job compile would write it from (None for a script it removes or keeps).
     job: Job | None = None
+    # The script on disk is what obc writes for what the job means now: only its mode or
+    # provenance (the inputs hash) differ, so its bill is the one approved before.
+    same_meaning: bool = False
+
+    @property
+    def billed(self) -> bool:
+        """Whether plan shows the bill of the job it would write: one it adds, or one whose
+        meaning changes or is not known."""
+        return self.job is not None and not self.same_meaning
 
     def line(self) -> str:
         """Return the one-line summary: `~ out/b/job.sh: image digest changed; gpus 2 → 4`."""
@@ -224,18 +279,56 @@ def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
         return ScriptPlan(path, action, job=job)
     if change.old == change.new:
         return ScriptPlan(path, action, note=f"mode {change.old_mode:04o} → {change.mode:04o}",
-                          job=job)
-    text = (change.old or b"").decode("utf-8", "replace")
+                          job=job, same_meaning=True)
+    return _compared(path, (change.old or b"").decode("utf-8", "replace"), job)
+
+
+def _compared(path: str, text: str, job: Job) -> ScriptPlan:
+    """The plan of a script on disk to change, by the record at its end: the changes of its
+    meaning, or else whether its text is what obc writes for that meaning."""
     old = read_record(text)
     if old is None:
-        return ScriptPlan(path, action, note="the script on disk has no plan record (an "
-                          "earlier obc, or an edit): what it meant is not known", job=job)
+        return ScriptPlan(path, "change", note="the script on disk has no plan record this obc "
+                          "reads (an earlier obc, or an edit): what it meant is not known", job=job)
     changes = tuple(_with_file_detail(change, text, job)
                     for change in diff_meaning(old, meaning(job)))
+    edits = _edits(old, job, text)
+    note = f"the script on disk is not what obc writes for its record (edited by hand, or " \
+           f"another build of obc {job.obc_version}): {edits}" if edits else ""
     if any(change.path not in PROVENANCE for change in changes):
-        changes = tuple(change for change in changes if change.path not in PROVENANCE)
-    note = "" if changes else "script text only (another obc build); same meaning"
-    return ScriptPlan(path, action, changes, note, job)
+        return ScriptPlan(path, "change", tuple(change for change in changes
+                                                if change.path not in PROVENANCE), note, job)
+    return ScriptPlan(path, "change", changes, note, job, same_meaning=not edits)
+
+
+def _edits(record: dict[str, Any], job: Job, text: str) -> str:
+    """Return where the script on disk differs from what this obc writes for its record; ""
+    where it does not, or where that is not known (a record of another obc version, or one
+    whose hashed texts are neither in the new job nor in the script)."""
+    if record.get("obc_version") != job.obc_version:
+        return ""
+    written = rendered_again(record, job, text)
+    return "" if written is None else edited_lines(written, text)
+
+
+def edited_lines(expected: str, actual: str) -> str:
+    """Return where `actual` differs from `expected`, by its own lines as they now read:
+    `line 812: axolotl merge-lora …`, the first MAX_EDITS of them and how many more."""
+    matcher = difflib.SequenceMatcher(None, expected.split("\n"), lines := actual.split("\n"),
+                                      autojunk=False)
+    edits = []
+    for tag, _, _, start, end in matcher.get_opcodes():
+        if tag == "delete":
+            edits.append(f"line {start}: lines removed after it")
+        elif tag != "equal":
+            edits += [f"line {n + 1}: {_clipped(lines[n])}" for n in range(start, end)]
+    more = f"; {len(edits) - MAX_EDITS} more lines" if len(edits) > MAX_EDITS else ""
+    return "; ".join(edits[:MAX_EDITS]) + more
+
+
+def _clipped(line: str) -> str:
+    line = visible(line.strip())
+    return line if len(line) <= MAX_EDIT_WIDTH else line[:MAX_EDIT_WIDTH] + "…"
 
 
 def _with_file_detail(change: FieldChange, script: str, job: Job) -> FieldChange:
@@ -246,7 +339,7 @@ def _with_file_detail(change: FieldChange, script: str, job: Job) -> FieldChange
         return change
     old = change.before
     if _hidden(old):
-        old = embedded_text(script, change.path[1], old)
+        old = embedded_text(script, change.path[1], old.sha256)
     new = next((file.content for file in job.files if file.path == change.path[1]), None)
     if not isinstance(old, str) or new is None:
         return change

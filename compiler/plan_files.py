@@ -26,7 +26,8 @@ MAX_VALUE = 60
 
 
 def embedded_text(script: str, path: str, digest: str) -> str | None:
-    """Return the text the script writes to `path` if it has sha256 `digest`, else None."""
+    """Return the text the script writes to `path` if its sha256 is `digest` (HEX), else
+    None."""
     lines = script.split("\n")
     for number, line in enumerate(lines):
         found = _WRITE.fullmatch(line)
@@ -37,7 +38,7 @@ def embedded_text(script: str, path: str, digest: str) -> str | None:
             return None
         text = "".join(f"{line}\n" for line in body[:body.index(found["delimiter"])])
         text = text[:-1] if found["chomp"] else text
-        return text if f"sha256:{sha256(text.encode())}" == digest else None
+        return text if sha256(text.encode()) == digest else None
     return None
 
 

@@ -17,11 +17,13 @@ from typing import Any, TextIO
 
 from . import shell
 from .bill import Bill, bill_of
+from .meaning import DIGEST_KEY, Digest
+from .model import Job, SweepRun
 from .plan import ScriptPlan, totals
 from .summary import labelled_lines
 from .text import visible
 
-PLAN_FORMAT = 1
+PLAN_FORMAT = 2
 
 
 def summary_line(plans: list[ScriptPlan]) -> str:
@@ -37,10 +39,12 @@ def _changing(plans: list[ScriptPlan]) -> list[ScriptPlan]:
     return [plan for plan in plans if plan.action in ("add", "change", "remove")]
 
 
-def bill_lines(bill: Bill) -> list[str]:
-    """Return the bill of materials as labelled lines, as a script's header shows its summary."""
+def bill_lines(bill: Bill, sweep: SweepRun | None = None) -> list[str]:
+    """Return the bill of materials as labelled lines, as a script's header shows its summary;
+    a sweep's run says which one it is and the values its patches set."""
     rows = [
         ("run file", [bill.run_file]),
+        *_sweep_rows(sweep),
         ("runtime", [bill.runtime]),
         ("images", [f"{i.reference}  ({i.registry}"
                     + ("" if i.digest else "; not pinned by digest") + ")" for i in bill.images]),
@@ -61,6 +65,21 @@ def bill_lines(bill: Bill) -> list[str]:
         (label, values or ["none"]) for label, values in rows)]
 
 
+def _sweep_rows(sweep: SweepRun | None) -> list[tuple[str, list[str]]]:
+    if sweep is None:
+        return []
+    which = " ".join(f"{axis}={label}" for axis, label in sweep.labels) if sweep.labels \
+        else f"the named run {sweep.name}"
+    return [("sweep", [f"{sweep.sweep}: {which}"]),
+            ("patched", [f"{change.field}: {change.old} → {change.new}"
+                         for change in sweep.changes])]
+
+
+def _bill_lines(job: Job) -> list[str]:
+    """The bill of a job plan would write, the same whether it adds or changes its script."""
+    return bill_lines(bill_of(job), job.sweep)
+
+
 def _bill_title(plan: ScriptPlan) -> str:
     return f"{'+' if plan.action == 'add' else '~'} {visible(plan.path)}"
 
@@ -73,9 +92,9 @@ def report_plan_text(plans: list[ScriptPlan], stream: TextIO) -> None:
         print(file=stream)
     print(f"plan: {summary_line(plans)}", file=stream)
     for plan in changing:
-        if plan.job is not None:
+        if plan.billed and plan.job is not None:
             print(f"\n{_bill_title(plan)}", file=stream)
-            print("\n".join("  " + line for line in bill_lines(bill_of(plan.job))), file=stream)
+            print("\n".join("  " + line for line in _bill_lines(plan.job)), file=stream)
 
 
 def report_plan_github(plans: list[ScriptPlan], stream: TextIO) -> None:
@@ -88,9 +107,9 @@ def report_plan_github(plans: list[ScriptPlan], stream: TextIO) -> None:
         lines = [_github_symbol(plan.line()) for plan in changing]
         print("\n" + _code_block("diff", lines), file=stream)
     for plan in changing:
-        if plan.job is not None:
+        if plan.billed and plan.job is not None:
             print(f"\n<details><summary>{html.escape(_bill_title(plan))}: bill of materials"
-                  f"</summary>\n\n{_code_block('text', bill_lines(bill_of(plan.job)))}\n\n"
+                  f"</summary>\n\n{_code_block('text', _bill_lines(plan.job))}\n\n"
                   "</details>", file=stream)
 
 
@@ -108,7 +127,15 @@ def _code_block(language: str, lines: list[str]) -> str:
 def report_plan_json(plans: list[ScriptPlan], stream: TextIO) -> None:
     document = {"plan_format": PLAN_FORMAT, "totals": totals(plans),
                 "scripts": [_script_json(plan) for plan in plans]}
-    print(json.dumps(document, indent=2, ensure_ascii=False), file=stream)
+    print(json.dumps(document, indent=2, ensure_ascii=False, default=_plain_digest),
+          file=stream)
+
+
+def _plain_digest(value: Any) -> dict[str, str]:
+    """A text kept as its hash, as the record has it: `{"sha256": HEX}`."""
+    if not isinstance(value, Digest):
+        raise TypeError(f"not JSON: {value!r}")
+    return {DIGEST_KEY: value.sha256}
 
 
 def _script_json(plan: ScriptPlan) -> dict[str, Any]:
@@ -120,13 +147,17 @@ def _script_json(plan: ScriptPlan) -> dict[str, Any]:
                      "before": change.before, "after": change.after, "detail": change.detail,
                      "text": change.text()}
                     for change in plan.changes],
-        "bill": None if plan.job is None else bill_json(bill_of(plan.job)),
+        "bill": None if plan.job is None else bill_json(bill_of(plan.job), plan.job.sweep),
     }
 
 
-def bill_json(bill: Bill) -> dict[str, Any]:
-    """The bill as JSON: env a mapping, secrets and the rest lists of objects."""
+def bill_json(bill: Bill, sweep: SweepRun | None = None) -> dict[str, Any]:
+    """The bill as JSON: env a mapping, secrets and the rest lists of objects; `sweep` the
+    run's sweep, labels and patches, or null."""
     document = dataclasses.asdict(bill)
+    document["sweep"] = None if sweep is None else {
+        "sweep": sweep.sweep, "labels": dict(sweep.labels), "name": sweep.name,
+        "patched": [change._asdict() for change in sweep.changes]}
     document["env"] = dict(bill.env)
     document["secrets"] = [{"name": name, "required": required}
                            for name, required in bill.secrets]

@@ -31,13 +31,15 @@ def compiled(folder: Path, files: dict[str, str]) -> tuple[str, dict]:
                                    "\n", "x" * 300])
 def test_the_text_a_script_writes_is_read_back_from_it(tmp_path, notes):
     script, files = compiled(tmp_path, {"a.yaml": "lr: 1\n", "notes.txt": notes})
-    assert embedded_text(script, "conf/a b.yaml", files["conf/a b.yaml"]["content"]) == "lr: 1\n"
-    assert embedded_text(script, "notes.txt", files["notes.txt"]["content"]) == notes
+    config, notes_digest = (files[name]["content"]["sha256"] for name in ("conf/a b.yaml",
+                                                                          "notes.txt"))
+    assert embedded_text(script, "conf/a b.yaml", config) == "lr: 1\n"
+    assert embedded_text(script, "notes.txt", notes_digest) == notes
 
 
 def test_text_without_the_recorded_hash_is_not_trusted(tmp_path):
     script, files = compiled(tmp_path, {"a.yaml": "lr: 1\n", "notes.txt": "x\ny\n"})
-    digest = files["notes.txt"]["content"]
+    digest = files["notes.txt"]["content"]["sha256"]
     assert embedded_text(script.replace("\nx\ny\n", "\nx\nz\n"), "notes.txt", digest) is None
     assert embedded_text(script, "elsewhere.txt", digest) is None
 

@@ -24,6 +24,8 @@ FRAGMENTS = (
     "OBC_EOF", " OBC_EOF", "OBC_EOF ", "OBC_EOF x", "OBC_EOF)", "ZOBC_EOF", "\u2018", "\u2019",
     "\u201c", "\u00a0", "é", "*", "?", "[", "]", "{", "}", ";", "&", "|", "<", ">", "(", ")",
     "=", "!", "%", "@", ":", ",", ".", "/", "do", "if", "ls", "wait", "-n", "-e", "a b",
+    # What a plan record once read as a hash or a runtime variant (issue 18, F8 and F9).
+    "sha256:" + "0" * 64, "type",
 )
 VALUE = st.lists(st.sampled_from(FRAGMENTS), max_size=6).map("".join)
 LINE = VALUE.map(lambda v: v.replace("\n", ""))
@@ -45,7 +47,7 @@ SLURM = st.fixed_dictionaries({}, optional={
     "max_restarts": st.integers(1, 3), "signal": st.sampled_from(["B:USR1@300", "B:TERM@60"])})
 OUTPUT_DIR = st.sampled_from(["./outputs/a b", "./o'ut", "./$x", "outputs", "./’"])
 # Names that are also a command's name or a reserved word.
-NAME = st.sampled_from(["shape", "wait", "ls", "do", "a.b-1", "x_2"])
+NAME = st.sampled_from(["shape", "wait", "ls", "do", "a.b-1", "x_2", "type", "engine"])
 
 
 @st.composite
