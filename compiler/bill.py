@@ -13,7 +13,8 @@ from typing import Literal
 from . import shell
 from .axolotl import ConfigError, read_config
 from .meaning import snake_case
-from .model import Job
+from .model import Checkpoints, Job, OnSignal, Retry, Step, SweepRun
+from .provenance import sha256
 from .rules import AXOLOTL_CONFIG_NAME
 from .runtimes import (
     CONTAINER_CACHE_DIR,
@@ -24,7 +25,9 @@ from .runtimes import (
     is_image_file,
     registry_host,
 )
+from .slurm import Slurm, allocation
 from .summary import added_options
+from .sweep import Sweep
 
 # What each engine option obc adds gives the container; {} is the option's value.
 OPTION_MEANINGS = {
@@ -67,21 +70,62 @@ class Privilege:
 
 @dataclass(frozen=True, slots=True)
 class Compute:
-    """GPUs per node × nodes × time limit × runs (a job that requeues itself at the time limit
-    runs up to 1 + slurm.max_restarts times); None where the run file leaves it open."""
+    """GPUs × time limit × jobs × runs: what Slurm allocates (its #SBATCH lines, the run
+    file's extras included), else the GPUs runtime.gpus names; None where it is left open.
+    A job that requeues itself at the time limit runs up to 1 + slurm.max_restarts times."""
 
-    gpus_per_node: int | Literal["all"]
+    # GPUs of one job (one array task) in all, and per node where they are asked that way.
+    gpus: int | Literal["all"]
+    gpus_per_node: int | None
     nodes: int
+    # The #SBATCH line that asks for the GPUs, where it is not slurm.gpus_per_node's.
+    asked_by: str
     hours: float | None
+    # An array's tasks, each a job of its own (None: a spec not read here); its --array line.
+    tasks: int | None
+    array: str | None
     runs: int
     gpu_hours: float | None
 
     def text(self) -> str:
-        gpus = "all GPUs" if self.gpus_per_node == "all" else _count(self.gpus_per_node, "GPU")
+        if self.gpus == "all":
+            gpus = f"all GPUs of {_count(self.nodes, 'node')}"
+        elif self.gpus_per_node is not None:
+            gpus = f"{_count(self.gpus_per_node, 'GPU')} × {_count(self.nodes, 'node')}"
+        else:
+            gpus = _count(self.gpus, "GPU")
+        gpus += f" ({self.asked_by})" if self.asked_by else ""
         hours = "no time limit" if self.hours is None else f"{self.hours:g} h"
+        count = "all" if self.tasks is None else self.tasks
+        tasks = "" if self.array is None else f" × {count} array tasks (--array={self.array})"
         runs = f" × {self.runs} runs (slurm.max_restarts {self.runs - 1})" if self.runs > 1 else ""
         total = "unbounded" if self.gpu_hours is None else f"{self.gpu_hours:g} GPU-hours"
-        return f"{gpus} × {_count(self.nodes, 'node')} × {hours}{runs} = {total}"
+        return f"{gpus} × {hours}{tasks}{runs} = {total}"
+
+
+@dataclass(frozen=True, slots=True)
+class BillFile:
+    """An embedded file the script writes into the run dir: its size and sha256, and the
+    settings obc adds to it (the trainer's config), as `dotted.key: value`."""
+
+    path: str
+    origin: str
+    bytes: int
+    sha256: str
+    obc_adds: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmBill:
+    """The #SBATCH lines as the script carries them (slurm.extra last), and what else of the
+    slurm block the script acts on."""
+
+    directives: tuple[str, ...]
+    max_restarts: int | None
+    requeues_itself: bool
+    # A job on several nodes: the port its rendezvous listens on, the step torchrun starts.
+    rendezvous_port: int | None
+    torchrun_step: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,36 +155,114 @@ class Command:
 
 @dataclass(frozen=True, slots=True)
 class Bill:
+    """What a job.sh does, as a reviewer approves it. Each field of the normalised job is
+    shown by one of these (BILLED says which), or is named in NOT_REVIEWABLE with the
+    reason."""
+
+    job: str
     run_file: str
     runtime: str
+    # A native job's: the venv whose bin/ comes first on PATH, the file it sources.
+    venv: str | None
+    env_file: str | None
     images: tuple[Image, ...]
     privileges: tuple[Privilege, ...]
+    # The GPUs the steps see (runtime.gpus), and what Slurm allocates.
+    gpus: str
     compute: Compute
+    slurm: SlurmBill | None
     mounts: tuple[BillMount, ...]
     writable: tuple[str, ...]
+    # The run dir may be in a folder the team shares (paths.shared).
+    shared: bool
     env: tuple[tuple[str, str], ...]
     secrets: tuple[tuple[str, bool], ...]
     egress: tuple[Egress, ...]
     commands: tuple[Command, ...]
+    files: tuple[BillFile, ...]
+    checkpoints: Checkpoints | None
+    stop_timeout: int
+    on_signal: OnSignal | None
+    retry: Retry | None
+    # A sweep's run: its labels and what its patches changed.
+    sweep: SweepRun | None
 
 
-def bill_of(job: Job) -> Bill:
-    """Return the bill of materials of `job`."""
+@dataclass(frozen=True, slots=True)
+class SweepBill:
+    """What a sweep.sh does: run (or submit) its runs' job.sh files, each only if its sha256
+    is the one compiled, as one job array of these #SBATCH lines, or each with its own."""
+
+    sweep: str
+    run_file: str
+    runs: tuple[tuple[str, str], ...]
+    submission: str
+    max_parallel: int | None
+    slurm: SlurmBill | None
+    # Of the job array, per run (each run's own bill counts its restarts).
+    compute: Compute | None
+
+
+def bill_of(job: Job | Sweep) -> Bill | SweepBill:
+    """Return the bill of materials of `job`, or of a sweep's own sweep.sh."""
+    if isinstance(job, Sweep):
+        return _sweep_bill(job)
     container, images = job.container, _images(job)
+    native = job.native
     return Bill(
+        job=job.id,
         run_file=job.source_file,
-        runtime=container.engine if container else snake_case(type(job.runtime).__name__),
+        runtime=_runtime(job),
+        venv=native.venv if native else None,
+        env_file=native.env_file if native else None,
         images=images,
         privileges=_privileges(job, container),
+        gpus=job.gpus if isinstance(job.gpus, str) else ", ".join(job.gpus),
         compute=compute(job),
+        slurm=_slurm(job.slurm),
         mounts=_mounts(job),
         writable=_writable(job),
+        shared=job.shared,
         env=job.env,
         secrets=tuple((secret.name, secret.required) for secret in job.secrets),
         egress=_egress(job, images),
         commands=tuple(Command(step.name, step.argv, shell.join_words(step.argv),
-                               _where(job, step.name)) for step in job.steps),
+                               _where(job, step)) for step in job.steps),
+        files=tuple(BillFile(file.path, file.origin, len(file.content.encode()),
+                             sha256(file.content.encode()), file.obc_adds)
+                    for file in job.files),
+        checkpoints=job.checkpoints,
+        stop_timeout=job.stop_timeout,
+        on_signal=job.on_signal,
+        retry=job.retry,
+        sweep=job.sweep,
     )
+
+
+def _runtime(job: Job) -> str:
+    if job.container is not None:
+        return job.container.engine
+    if job.enroot is not None:
+        return f"enroot {job.enroot.enroot_version}"
+    return snake_case(type(job.runtime).__name__)
+
+
+def _slurm(slurm: Slurm | None) -> SlurmBill | None:
+    if slurm is None:
+        return None
+    several = slurm.multi_node
+    return SlurmBill(slurm.directives, slurm.max_restarts, slurm.requeues_itself,
+                     slurm.rendezvous_port if several else None,
+                     slurm.torchrun_step if several else None)
+
+
+def _sweep_bill(sweep: Sweep) -> SweepBill:
+    array = sweep.submission == "array"
+    return SweepBill(sweep.id, sweep.source_file,
+                     tuple((run.id, run.checksum) for run in sweep.runs), sweep.submission,
+                     sweep.max_parallel,
+                     SlurmBill(sweep.directives, None, False, None, None) if array else None,
+                     compute_of(sweep.directives) if array else None)
 
 
 def _images(job: Job) -> tuple[Image, ...]:
@@ -178,6 +300,9 @@ def _privileges(job: Job, container: Container | None) -> tuple[Privilege, ...]:
 def _user(container: Container) -> Privilege:
     if container.as_root:
         return Privilege("", "steps run as root in the container")
+    if container.runs_as_root:
+        return Privilege(f"--user {container.user}",
+                         f"steps run as root in the container (uid 0: {container.user})")
     if container.user != INVOKER:
         return Privilege(f"--user {container.user}", f"steps run as {container.user}")
     if container.engine == "podman":
@@ -206,19 +331,29 @@ def _meaning(option: str) -> str:
 
 
 def compute(job: Job) -> Compute:
-    """Return the GPUs, nodes and time limit the job asks for, and their product."""
-    slurm = job.slurm
-    gpus: int | Literal["all"]
-    if slurm is not None and slurm.gpus_per_node is not None:
-        gpus = slurm.gpus_per_node
-    else:
-        gpus = 0 if job.gpus == "none" else "all" if job.gpus == "all" else len(job.gpus)
-    nodes = slurm.nodes if slurm is not None else 1
-    hours = time_limit_hours(slurm.time) if slurm is not None and slurm.time else None
-    runs = 1 + (slurm.max_restarts or 0) if slurm is not None else 1
-    known = isinstance(gpus, int) and (hours is not None or gpus == 0)
-    return Compute(gpus, nodes, hours, runs,
-                   round(gpus * nodes * (hours or 0) * runs, 4) if known else None)
+    """Return the GPUs, nodes and time limit the job asks for, and their product: what its
+    #SBATCH lines allocate, else (no Slurm) the GPUs runtime.gpus names, for no time limit."""
+    if job.slurm is not None:
+        return compute_of(job.slurm.directives, 1 + (job.slurm.max_restarts or 0))
+    gpus: int | Literal["all"] = \
+        0 if job.gpus == "none" else "all" if job.gpus == "all" else len(job.gpus)
+    return Compute(gpus, gpus if isinstance(gpus, int) else None, 1, "", None, 1, None, 1,
+                   0 if gpus == 0 else None)
+
+
+def compute_of(directives: tuple[str, ...], runs: int = 1) -> Compute:
+    """Return the GPU-hours of a job of these #SBATCH lines, run up to `runs` times."""
+    allocated = allocation(directives)
+    gpus, nodes = allocated.gpus, allocated.nodes
+    per_node = gpus // nodes if allocated.per_node and isinstance(gpus, int) and nodes else None
+    hours = time_limit_hours(allocated.time) if allocated.time else None
+    known = isinstance(gpus, int) and allocated.tasks is not None and (
+        hours is not None or gpus == 0)
+    total = round(gpus * (hours or 0) * (allocated.tasks or 0) * runs, 4) \
+        if known and isinstance(gpus, int) else None
+    asked_by = "" if allocated.gpus_by.startswith("--gpus-per-node=") else allocated.gpus_by
+    return Compute(gpus, per_node, nodes, asked_by, hours, allocated.tasks, allocated.array,
+                   runs, total)
 
 
 def time_limit_hours(time: str) -> float | None:
@@ -299,7 +434,7 @@ def _hub_model_id(job: Job) -> str | None:
     return None
 
 
-def _where(job: Job, step: str) -> str:
+def _where(job: Job, step: Step) -> str:
     if job.slurm is None or not job.slurm.multi_node:
         return ""
-    return "every node" if step in job.node_steps else "first node"
+    return "every node" if step.name in job.node_steps else "first node"

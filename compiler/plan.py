@@ -20,6 +20,7 @@ from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
 from .runtimes import DIGEST
+from .sweep import Sweep
 from .text import visible
 from .write import Change
 from .write import plan as plan_writes
@@ -34,8 +35,9 @@ _MISSING = object()
 # mount may cover an earlier one. (The order of env, secrets, files or fields is not.)
 ORDERED = {("steps",), ("runtime", "mounts")}
 # Fields that say where a script came from rather than what it does: named only when nothing
-# else changed (a comment edited in the run file).
-PROVENANCE = {("inputs",)}
+# else changed (a comment edited in the run file). A sweep.sh's runs' sha256: each job.sh
+# that changes has a line of its own.
+PROVENANCE = {("inputs",), ("runs", "*", "checksum")}
 
 # How a field reads in a change line; "*" stands for an item's key, {N} for the Nth part.
 LABELS: dict[tuple[str, ...], str] = {
@@ -63,6 +65,7 @@ LABELS: dict[tuple[str, ...], str] = {
     ("secrets", "*"): "secret {1}",
     ("secrets", "*", "required"): "secret {1} required",
     ("slurm", "gpus_per_node"): "gpus per node",
+    ("directives",): "sbatch",
 }
 
 
@@ -109,11 +112,20 @@ class FieldChange:
 def label(path: tuple[str, ...]) -> str:
     """Return how the field at `path` is named in a change line."""
     for pattern, text in LABELS.items():
-        if len(pattern) == len(path) and all(p in ("*", part) for p, part in zip(pattern, path,
-                                                                                 strict=True)):
+        if _matches(pattern, path):
             return text.format(*path)
     return " ".join(part.replace("_", " ") if part.isidentifier() and part.islower() else part
                     for part in path)
+
+
+def _matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    """Whether `path` is `pattern`'s, "*" standing for any one part."""
+    return len(pattern) == len(path) and all(
+        p in ("*", part) for p, part in zip(pattern, path, strict=True))
+
+
+def _is_provenance(path: tuple[str, ...]) -> bool:
+    return any(_matches(pattern, path) for pattern in PROVENANCE)
 
 
 def show(value: Any) -> str:
@@ -195,8 +207,9 @@ class ScriptPlan:
     changes: tuple[FieldChange, ...] = ()
     # Why, where the fields cannot say: a stale or kept script, text or mode only.
     note: str = ""
-    # The job compile would write it from (None for a script it removes or keeps).
-    job: Job | None = None
+    # The job compile would write it from, or the sweep of a sweep.sh (None for a script it
+    # removes or keeps).
+    job: Job | Sweep | None = None
 
     def line(self) -> str:
         """Return the one-line summary: `~ out/b/job.sh: image digest changed; gpus 2 → 4`."""
@@ -215,7 +228,7 @@ def plan_scripts(out: Path, scripts: Iterable[Script], *, prune: bool = False) -
             for change in plan_writes(out, scripts, prune=prune)]
 
 
-def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
+def _script_plan(change: Change, job: Job | Sweep | None) -> ScriptPlan:
     action = ACTIONS[change.status]
     path = change.path.as_posix()
     if action in ("remove", "keep"):
@@ -232,15 +245,16 @@ def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
                           "earlier obc, or an edit): what it meant is not known", job=job)
     changes = tuple(_with_file_detail(change, text, job)
                     for change in diff_meaning(old, meaning(job)))
-    if any(change.path not in PROVENANCE for change in changes):
-        changes = tuple(change for change in changes if change.path not in PROVENANCE)
+    if any(not _is_provenance(change.path) for change in changes):
+        changes = tuple(change for change in changes if not _is_provenance(change.path))
     note = "" if changes else "script text only (another obc build); same meaning"
     return ScriptPlan(path, action, changes, note, job)
 
 
-def _with_file_detail(change: FieldChange, script: str, job: Job) -> FieldChange:
+def _with_file_detail(change: FieldChange, script: str, job: Job | Sweep) -> FieldChange:
     """An embedded file's change, with what changed in it if the old script tells."""
-    is_content = change.path[:1] == ("files",) and change.path[2:] == ("content",)
+    is_content = isinstance(job, Job) and change.path[:1] == ("files",) and \
+        change.path[2:] == ("content",)
     if change.kind != "changed" or not is_content or not (
             _hidden(change.before) or _hidden(change.after)):
         return change
