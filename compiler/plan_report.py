@@ -129,7 +129,8 @@ def _sweep_rows(bill: SweepBill) -> list[tuple[str, list[str]]]:
         ("submit", [{"array": "one job array (sbatch sweep.sh, or --submit)",
                      "each": "each run with its own sbatch (--submit)",
                      "none": "cannot: runs without a slurm block"}[bill.submission]]),
-        ("max parallel", [str(bill.max_parallel) if bill.max_parallel else "not limited"]),
+        ("throttle", [f"{bill.max_parallel} array tasks at a time (matrix.max_parallel)"
+                      if bill.max_parallel else "none: every task may run at once"]),
         *([("sbatch", _sbatch(bill.slurm))] if bill.slurm else []),
         *([("gpu-hours", [bill.compute.text()])] if bill.compute else []),
     ]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.bill import bill_of, compute, time_limit_hours
+from compiler.bill import bill_of
+from compiler.gpu_hours import compute, time_limit_hours
 from compiler.meaning import meaning, read_record, record_lines
 from compiler.model import Job
 from compiler.pipeline import Options, compile_files
