@@ -15,6 +15,8 @@ from compiler.bill import bill_of
 from compiler.pipeline import compile_files
 from compiler.plan_report import bill_json, bill_lines
 from compiler.render import render_job
+from tests.conftest import compile_text, write_script
+from tests.slurm_cluster import FINISHED, GPUS_PER_NODE
 from tests.test_plan import obc, write_files
 
 
@@ -117,6 +119,38 @@ def test_a_slurm_job_that_asks_for_no_gpus_is_zero_gpu_hours(tmp_path):
     bill = bill_of_text(tmp_path, "version: 1\nid: c\nruntime: {kind: native}\n"
                         "slurm: {time: '02:00:00', nodes: 1}\n" + STEP)
     assert bill.compute.text() == "0 GPUs × 1 node × 2 h = 0 GPU-hours"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("gpus_per_node", "extra"), [
+    (1, "--array=0-3"), (2, "--array=0-15:4"), (1, "--gres=gpu:8"), (None, "--gpus=6"),
+    (1, "--exclusive"), (None, "--comment=cpu-only"),
+])
+def test_the_gpus_billed_are_what_a_real_slurm_allocates(slurm, sandbox, tmp_path,
+                                                         gpus_per_node, extra):
+    """Each task's step sees the GPUs Slurm gave its job (CUDA_VISIBLE_DEVICES): the bill's
+    GPUs of a job, in as many jobs as it says."""
+    gpus = "" if gpus_per_node is None else f", gpus_per_node: {gpus_per_node}"
+    text = (f"version: 1\nid: g\nruntime: {{kind: native}}\n"
+            f"paths: {{run_dir: '{tmp_path}/runs/${{SLURM_JOB_ID}}'}}\n"
+            f"steps: [{{name: s, run: [record]}}]\n"
+            f"slurm: {{partition: debug, time: 10{gpus}, extra: [{extra}]}}\n")
+    script = write_script(tmp_path, compile_text(tmp_path, text))
+    billed = bill_of(compile_files([tmp_path / "run.yaml"]).scripts[0].job).compute
+    job_id = slurm.submit(script, cwd=tmp_path, env=sandbox.env())
+    slurm.wait_for(lambda: ended(slurm, job_id), 120, f"every task of job {job_id} to end")
+    assert set(ended(slurm, job_id)) == {"COMPLETED"}
+    seen = [len(record["env"]["CUDA_VISIBLE_DEVICES"].split(","))
+            if record["env"].get("CUDA_VISIBLE_DEVICES") else 0
+            for record in sandbox.records() if "program" in record]
+    assert seen == [GPUS_PER_NODE if billed.gpus == "all" else billed.gpus] * billed.tasks
+
+
+def ended(slurm, job_id: str) -> list[str]:
+    """The states of a job's tasks if all have ended, else []."""
+    shown = slurm.run("scontrol", "show", "job", "-o", job_id).stdout.split()
+    states = [word.partition("=")[2] for word in shown if word.startswith("JobState=")]
+    return states if states and all(state in FINISHED for state in states) else []
 
 
 # F10: the bill of an added script listed no embedded files.
