@@ -16,7 +16,7 @@ from . import shell
 from .axolotl import ConfigError, read_config
 from .gpu_hours import Compute, compute, compute_of
 from .meaning import snake_case
-from .model import Checkpoints, Job, OnSignal, Retry, Step, SweepRun
+from .model import Checkpoints, Job, OnSignal, Retry, SweepRun
 from .provenance import sha256
 from .rules import AXOLOTL_CONFIG_NAME
 from .runtimes import (
@@ -124,8 +124,8 @@ class Command:
 @dataclass(frozen=True, slots=True)
 class Bill:
     """What a job.sh does, as a reviewer approves it. Each field of the normalised job is
-    shown by one of these (BILLED says which), or is named in NOT_REVIEWABLE with the
-    reason."""
+    shown by one of these (bill_fields.BILLED says which), or is named in
+    bill_fields.NOT_REVIEWABLE with the reason."""
 
     job: str
     run_file: str
@@ -195,7 +195,7 @@ def bill_of(job: Job | Sweep) -> Bill | SweepBill:
         secrets=tuple((secret.name, secret.required) for secret in job.secrets),
         egress=_egress(job, images),
         commands=tuple(Command(step.name, step.argv, shell.join_words(step.argv),
-                               _where(job, step)) for step in job.steps),
+                               _where(job, step.name)) for step in job.steps),
         files=tuple(BillFile(file.path, file.origin, len(file.content.encode()),
                              sha256(file.content.encode()), file.obc_adds)
                     for file in job.files),
@@ -357,7 +357,7 @@ def _hub_model_id(job: Job) -> str | None:
     return None
 
 
-def _where(job: Job, step: Step) -> str:
+def _where(job: Job, step: str) -> str:
     if job.slurm is None or not job.slurm.multi_node:
         return ""
-    return "every node" if step.name in job.node_steps else "first node"
+    return "every node" if step in job.node_steps else "first node"

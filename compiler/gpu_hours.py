@@ -62,10 +62,9 @@ def compute_of(directives: tuple[str, ...], runs: int = 1) -> Compute:
     gpus, nodes = allocated.gpus, allocated.nodes
     per_node = gpus // nodes if allocated.per_node and isinstance(gpus, int) and nodes else None
     hours = time_limit_hours(allocated.time) if allocated.time else None
-    known = isinstance(gpus, int) and allocated.tasks is not None and (
-        hours is not None or gpus == 0)
-    total = round(gpus * (hours or 0) * (allocated.tasks or 0) * runs, 4) \
-        if known and isinstance(gpus, int) else None
+    total = None
+    if isinstance(gpus, int) and allocated.tasks is not None and (hours is not None or not gpus):
+        total = round(gpus * (hours or 0) * allocated.tasks * runs, 4)
     asked_by = "" if allocated.gpus_by.startswith("--gpus-per-node=") else allocated.gpus_by
     return Compute(gpus, per_node, nodes, asked_by, hours, allocated.tasks, allocated.array,
                    runs, total)

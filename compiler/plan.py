@@ -61,6 +61,7 @@ LABELS: dict[tuple[str, ...], str] = {
     ("files", "*"): "file {1}",
     ("files", "*", "content"): "file {1}",
     ("files", "*", "origin"): "file {1} from",
+    ("files", "*", "obc_adds", "*"): "file {1}: obc adds {3}",
     ("env", "*"): "env {1}",
     ("secrets", "*"): "secret {1}",
     ("secrets", "*", "required"): "secret {1} required",

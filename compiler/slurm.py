@@ -162,9 +162,10 @@ def _gpus_asked(directive: str, nodes: int, options: dict[str, str]) -> \
     # One task a node; a node's sockets as many as it has, unless a line says.
     times = {"gpus": 1, "gpus-per-socket": nodes * _most(options.get("sockets-per-node", "0"))}
     factor = times.get(name, nodes)
-    if None in counts or not factor:
+    known = [count for count in counts if count is not None]
+    if len(known) < len(counts) or not factor:
         return "all", directive, per_node
-    return sum(counts) * factor, directive, per_node  # type: ignore[arg-type]
+    return sum(known) * factor, directive, per_node
 
 
 def _gpu_count(request: str) -> int | None:

@@ -246,3 +246,15 @@ def test_a_sweep_run_added_is_a_change_of_the_sweep_script(tmp_path):
     write_files(root, {"runs/sw.yaml": SWEEP.replace('"3"]', '"3", "4"]') % 2})
     changes = [c["text"] for c in plan_json(root)["out/sw/sweep.sh"]["changes"]]
     assert "runs sw-4 added" in changes
+
+
+def test_what_obc_adds_to_the_config_is_a_change_line_when_it_changes(tmp_path):
+    config = "trainer: {axolotl: {config: {base_model: b}}}\n"
+    root = project(tmp_path, {"runs/a.yaml": "version: 1\nid: a\nruntime: {kind: native}\n"
+                              + config + "checkpoint: {check_interval: 1}\n"})
+    assert obc(root, "compile", "runs", "-o", "out").returncode == 0
+    write_files(root, {"runs/a.yaml": "version: 1\nid: a\nruntime: {kind: native}\n"
+                       + config + "checkpoint: {check_interval: 30}\n"})
+    (script,) = plan_json(root).values()
+    assert "file axolotl.yaml: obc adds dynamic_checkpoint.check_interval 1 → 30" in [
+        change["text"] for change in script["changes"]]
