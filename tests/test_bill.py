@@ -67,6 +67,22 @@ def test_a_native_job_without_them_says_so(tmp_path):
     assert "env file    none" in lines
 
 
+def test_the_pull_request_comment_bills_a_relative_env_file(tmp_path):
+    root = project(tmp_path, {"runs/n.yaml": "version: 1\nid: n\nruntime: {kind: native, "
+                              "venv: ~/venvs/x, env_file: ./job.env}\n" + STEP})
+    comment = obc(root, "plan", "runs", "-o", "out", "--format", "github").stdout
+    assert "venv        ~/venvs/x: its bin/ comes first on PATH" in comment
+    assert "env file    ./job.env: sourced as shell code before the steps" in comment
+
+
+def test_a_container_jobs_bill_has_no_venv_or_env_file(tmp_path):
+    root = project(tmp_path, {"runs/d.yaml": "version: 1\nid: d\nruntime: {kind: docker}\n"
+                              + STEP})
+    bill = plan_json(root)["out/d/job.sh"]["bill"]
+    assert (bill["venv"], bill["env_file"], bill["runtime"]) == (None, None, "docker")
+    assert "venv" not in plan_text(root)
+
+
 def test_a_changed_venv_or_env_file_is_a_change_line(tmp_path):
     root = project(tmp_path, {"runs/n.yaml": "version: 1\nid: n\nruntime: {kind: native, "
                               "venv: /opt/venv}\n" + STEP})
