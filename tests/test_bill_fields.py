@@ -19,14 +19,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compiler.bill import bill_of
 from compiler.bill_fields import BILLED, NOT_REVIEWABLE, model_fields, unaccounted_fields
 from compiler.meaning import RECORD_MARKER, meaning
 from compiler.model import Job
 from compiler.pipeline import compile_files
 from compiler.plan import ScriptPlan, diff_meaning
-from compiler.plan_report import report_plan_json
+from compiler.plan_report import bill_lines, report_plan_json
 from compiler.render import render_job
 from compiler.runtimes import Native
+from compiler.summary import LABEL_WIDTH
 from tests.conftest import REPO
 
 BUDGET = settings(derandomize=True, database=None, deadline=None, max_examples=12,
@@ -221,3 +223,9 @@ def test_a_change_to_any_field_changes_the_plans_json(path, data):
 
 def test_the_plans_json_is_json():
     json.loads(plan_json(base_jobs()[0]))
+
+
+def test_every_row_billed_names_a_row_of_the_bill():
+    rows = {line[:LABEL_WIDTH].strip() for job in base_jobs()
+            for line in bill_lines(bill_of(job))}
+    assert set(BILLED.values()) <= rows
