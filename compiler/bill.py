@@ -1,8 +1,10 @@
 """The bill of materials of a job: what an admin approves when they approve its script.
 
-Images and their digests, the privileges its containers get, the GPU-hours it asks for, what
-it mounts and may write, its environment and secret names, where it is expected to connect,
-and the exact commands. Built from the normalised job alone; `obc plan` reports it.
+Images and their digests, the privileges its containers get, the GPU-hours it asks for
+(gpu_hours.py) and its #SBATCH lines, what it mounts and may write, its environment and
+secret names, where it is expected to connect, the exact commands, the files it embeds, how it
+stops, resumes and retries. Built from the normalised job alone; bill_fields.py says which row
+shows each of its fields. Also the bill of a sweep's sweep.sh. `obc plan` reports them.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from typing import Literal
 
 from . import shell
 from .axolotl import ConfigError, read_config
+from .gpu_hours import Compute, compute, compute_of
 from .meaning import snake_case
-from .model import Job
+from .model import Checkpoints, Job, OnSignal, Retry, SweepRun
+from .provenance import sha256
 from .rules import AXOLOTL_CONFIG_NAME
 from .runtimes import (
     CONTAINER_CACHE_DIR,
@@ -24,7 +28,9 @@ from .runtimes import (
     is_image_file,
     registry_host,
 )
+from .slurm import Slurm
 from .summary import added_options
+from .sweep import Sweep
 
 # What each engine option obc adds gives the container; {} is the option's value.
 OPTION_MEANINGS = {
@@ -66,22 +72,28 @@ class Privilege:
 
 
 @dataclass(frozen=True, slots=True)
-class Compute:
-    """GPUs per node × nodes × time limit × runs (a job that requeues itself at the time limit
-    runs up to 1 + slurm.max_restarts times); None where the run file leaves it open."""
+class BillFile:
+    """An embedded file the script writes into the run dir: its size and sha256, and the
+    settings obc adds to it (the trainer's config), as `dotted.key: value`."""
 
-    gpus_per_node: int | Literal["all"]
-    nodes: int
-    hours: float | None
-    runs: int
-    gpu_hours: float | None
+    path: str
+    origin: str
+    bytes: int
+    sha256: str
+    obc_adds: tuple[tuple[str, str], ...]
 
-    def text(self) -> str:
-        gpus = "all GPUs" if self.gpus_per_node == "all" else _count(self.gpus_per_node, "GPU")
-        hours = "no time limit" if self.hours is None else f"{self.hours:g} h"
-        runs = f" × {self.runs} runs (slurm.max_restarts {self.runs - 1})" if self.runs > 1 else ""
-        total = "unbounded" if self.gpu_hours is None else f"{self.gpu_hours:g} GPU-hours"
-        return f"{gpus} × {_count(self.nodes, 'node')} × {hours}{runs} = {total}"
+
+@dataclass(frozen=True, slots=True)
+class SlurmBill:
+    """The #SBATCH lines as the script carries them (slurm.extra last), and what else of the
+    slurm block the script acts on."""
+
+    directives: tuple[str, ...]
+    max_restarts: int | None
+    requeues_itself: bool
+    # A job on several nodes: the port its rendezvous listens on, the step torchrun starts.
+    rendezvous_port: int | None
+    torchrun_step: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,36 +123,114 @@ class Command:
 
 @dataclass(frozen=True, slots=True)
 class Bill:
+    """What a job.sh does, as a reviewer approves it. Each field of the normalised job is
+    shown by one of these (bill_fields.BILLED says which), or is named in
+    bill_fields.NOT_REVIEWABLE with the reason."""
+
+    job: str
     run_file: str
     runtime: str
+    # A native job's: the venv whose bin/ comes first on PATH, the file it sources.
+    venv: str | None
+    env_file: str | None
     images: tuple[Image, ...]
     privileges: tuple[Privilege, ...]
+    # The GPUs the steps see (runtime.gpus), and what Slurm allocates.
+    gpus: str
     compute: Compute
+    slurm: SlurmBill | None
     mounts: tuple[BillMount, ...]
     writable: tuple[str, ...]
+    # The run dir may be in a folder the team shares (paths.shared).
+    shared: bool
     env: tuple[tuple[str, str], ...]
     secrets: tuple[tuple[str, bool], ...]
     egress: tuple[Egress, ...]
     commands: tuple[Command, ...]
+    files: tuple[BillFile, ...]
+    checkpoints: Checkpoints | None
+    stop_timeout: int
+    on_signal: OnSignal | None
+    retry: Retry | None
+    # A sweep's run: its labels and what its patches changed.
+    sweep: SweepRun | None
 
 
-def bill_of(job: Job) -> Bill:
-    """Return the bill of materials of `job`."""
+@dataclass(frozen=True, slots=True)
+class SweepBill:
+    """What a sweep.sh does: run (or submit) its runs' job.sh files, each only if its sha256
+    is the one compiled, as one job array of these #SBATCH lines, or each with its own."""
+
+    sweep: str
+    run_file: str
+    runs: tuple[tuple[str, str], ...]
+    submission: str
+    max_parallel: int | None
+    slurm: SlurmBill | None
+    # Of the job array, per run (each run's own bill counts its restarts).
+    compute: Compute | None
+
+
+def bill_of(job: Job | Sweep) -> Bill | SweepBill:
+    """Return the bill of materials of `job`, or of a sweep's own sweep.sh."""
+    if isinstance(job, Sweep):
+        return _sweep_bill(job)
     container, images = job.container, _images(job)
+    native = job.native
     return Bill(
+        job=job.id,
         run_file=job.source_file,
-        runtime=container.engine if container else snake_case(type(job.runtime).__name__),
+        runtime=_runtime(job),
+        venv=native.venv if native else None,
+        env_file=native.env_file if native else None,
         images=images,
         privileges=_privileges(job, container),
+        gpus=job.gpus if isinstance(job.gpus, str) else ", ".join(job.gpus),
         compute=compute(job),
+        slurm=_slurm(job.slurm),
         mounts=_mounts(job),
         writable=_writable(job),
+        shared=job.shared,
         env=job.env,
         secrets=tuple((secret.name, secret.required) for secret in job.secrets),
         egress=_egress(job, images),
         commands=tuple(Command(step.name, step.argv, shell.join_words(step.argv),
                                _where(job, step.name)) for step in job.steps),
+        files=tuple(BillFile(file.path, file.origin, len(file.content.encode()),
+                             sha256(file.content.encode()), file.obc_adds)
+                    for file in job.files),
+        checkpoints=job.checkpoints,
+        stop_timeout=job.stop_timeout,
+        on_signal=job.on_signal,
+        retry=job.retry,
+        sweep=job.sweep,
     )
+
+
+def _runtime(job: Job) -> str:
+    if job.container is not None:
+        return job.container.engine
+    if job.enroot is not None:
+        return f"enroot {job.enroot.enroot_version}"
+    return snake_case(type(job.runtime).__name__)
+
+
+def _slurm(slurm: Slurm | None) -> SlurmBill | None:
+    if slurm is None:
+        return None
+    several = slurm.multi_node
+    return SlurmBill(slurm.directives, slurm.max_restarts, slurm.requeues_itself,
+                     slurm.rendezvous_port if several else None,
+                     slurm.torchrun_step if several else None)
+
+
+def _sweep_bill(sweep: Sweep) -> SweepBill:
+    array = sweep.submission == "array"
+    return SweepBill(sweep.id, sweep.source_file,
+                     tuple((run.id, run.checksum) for run in sweep.runs), sweep.submission,
+                     sweep.max_parallel,
+                     SlurmBill(sweep.directives, None, False, None, None) if array else None,
+                     compute_of(sweep.directives) if array else None)
 
 
 def _images(job: Job) -> tuple[Image, ...]:
@@ -178,6 +268,9 @@ def _privileges(job: Job, container: Container | None) -> tuple[Privilege, ...]:
 def _user(container: Container) -> Privilege:
     if container.as_root:
         return Privilege("", "steps run as root in the container")
+    if container.runs_as_root:
+        return Privilege(f"--user {container.user}",
+                         f"steps run as root in the container (uid 0: {container.user})")
     if container.user != INVOKER:
         return Privilege(f"--user {container.user}", f"steps run as {container.user}")
     if container.engine == "podman":
@@ -203,41 +296,6 @@ def _meaning(option: str) -> str:
         return OPTION_MEANINGS[option]
     name, _, value = option.partition(" ")
     return OPTION_MEANINGS.get(name, "").format(value)
-
-
-def compute(job: Job) -> Compute:
-    """Return the GPUs, nodes and time limit the job asks for, and their product."""
-    slurm = job.slurm
-    gpus: int | Literal["all"]
-    if slurm is not None and slurm.gpus_per_node is not None:
-        gpus = slurm.gpus_per_node
-    else:
-        gpus = 0 if job.gpus == "none" else "all" if job.gpus == "all" else len(job.gpus)
-    nodes = slurm.nodes if slurm is not None else 1
-    hours = time_limit_hours(slurm.time) if slurm is not None and slurm.time else None
-    runs = 1 + (slurm.max_restarts or 0) if slurm is not None else 1
-    known = isinstance(gpus, int) and (hours is not None or gpus == 0)
-    return Compute(gpus, nodes, hours, runs,
-                   round(gpus * nodes * (hours or 0) * runs, 4) if known else None)
-
-
-def time_limit_hours(time: str) -> float | None:
-    """Return a Slurm time limit (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in
-    hours; None for UNLIMITED or INFINITE."""
-    if not time[0].isdigit():
-        return None
-    days, _, clock = time.rpartition("-")
-    parts = [int(part) for part in clock.split(":")]
-    if days:  # D-HH[:MM[:SS]]
-        hours, minutes, seconds = [*parts, 0, 0][:3]
-        hours += int(days) * 24
-    else:  # MM, MM:SS or HH:MM:SS
-        hours, minutes, seconds = [0, *parts, 0][:3] if len(parts) < 3 else parts
-    return round(hours + minutes / 60 + seconds / 3600, 4)
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _runtime_mounts(job: Job) -> tuple[Mount, ...] | None:

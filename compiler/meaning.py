@@ -28,11 +28,12 @@ from typing import Any
 from .model import Job
 from .provenance import sha256
 from .runtimes import Mount
+from .sweep import Sweep, SweepEntry
 
 MAX_SHOWN = 200
 MAX_DEPTH = 16
 # The field an item of a collection is known by, where it is not the first one.
-KEY_FIELDS: dict[type, str] = {Mount: "target"}
+KEY_FIELDS: dict[type, str] = {Mount: "target", SweepEntry: "id"}
 # An item of a collection (a step, a file), a mapping of plain values, stays on one line if
 # it is this short.
 LINE_WIDTH = 100
@@ -46,8 +47,8 @@ VARIANT_KEY = "type"
 DIGEST_KEY = "sha256"
 
 
-def meaning(job: Job) -> dict[str, Any]:
-    """Return the job as nested mappings, lists and JSON scalars."""
+def meaning(job: Job | Sweep) -> dict[str, Any]:
+    """Return the job (or a sweep's sweep.sh) as nested mappings, lists and JSON scalars."""
     return _plain(job)
 
 
@@ -193,9 +194,10 @@ def _collection_part(item: Any) -> Part:
 
 
 JOB = part_of(Job)
+SWEEP = part_of(Sweep)
 
 
-def record_lines(job: Job) -> list[str]:
+def record_lines(job: Job | Sweep) -> list[str]:
     """Return the record of `job` as the comment lines that end its script: the marker, then
     the meaning as JSON, one field or item a line, so that a change is a one-line diff."""
     return [RECORD_MARKER, *_json_lines(meaning(job), "")]

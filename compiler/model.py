@@ -36,11 +36,14 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class EmbeddedFile:
-    """A text file the script writes into the run dir; `origin` says where it came from."""
+    """A text file the script writes into the run dir; `origin` says where it came from, and
+    `obc_adds` the settings obc added to it (`dynamic_checkpoint.enabled`, "true"), which
+    `content` ends with."""
 
     path: str
     content: str
     origin: str
+    obc_adds: tuple[tuple[str, str], ...] = ()
 
     @property
     def ends_with_newline(self) -> bool:

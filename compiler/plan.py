@@ -16,11 +16,13 @@ from typing import Any, Literal
 
 from . import shell
 from .diagnostics import field_path
-from .meaning import JOB, VARIANT_KEY, Digest, Part, meaning, read_record
+from .meaning import JOB, SWEEP, VARIANT_KEY, Digest, Part, meaning, read_record
 from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
 from .recorded import rendered_again
+from .runtimes import DIGEST
+from .sweep import Sweep
 from .text import visible
 from .write import Change
 from .write import plan as plan_writes
@@ -35,8 +37,9 @@ _MISSING = object()
 # mount may cover an earlier one. (The order of env, secrets, files or fields is not.)
 ORDERED = {("steps",), ("runtime", "mounts")}
 # Fields that say where a script came from rather than what it does: named only when nothing
-# else changed (a comment edited in the run file).
-PROVENANCE = {("inputs",)}
+# else changed (a comment edited in the run file). A sweep.sh's runs' sha256: each job.sh
+# that changes has a line of its own.
+PROVENANCE = {("inputs",), ("runs", "*", "checksum")}
 
 # A script edited after obc wrote it is named by its first MAX_EDITS edited lines, each cut to
 # MAX_EDIT_WIDTH characters.
@@ -65,6 +68,7 @@ LABELS: dict[tuple[str, ...], str] = {
     ("files", "*"): "file {1}",
     ("files", "*", "content"): "file {1}",
     ("files", "*", "origin"): "file {1} from",
+    ("files", "*", "obc_adds", "*"): "file {1}: obc adds {3}",
     ("env", "*"): "env {1}",
     ("secrets", "*"): "secret {1}",
     ("secrets", "*", "required"): "secret {1} required",
@@ -73,6 +77,7 @@ LABELS: dict[tuple[str, ...], str] = {
     ("sweep", "changes", "*"): "sweep patch {2}",
     ("sweep", "changes", "*", "new"): "sweep patch {2}",
     ("sweep", "changes", "*", "old"): "{2} before the sweep's patch",
+    ("directives",): "sbatch",
 }
 # An item added that is shown by one of its fields, as its label names it.
 SHOWN_BY: dict[tuple[str, ...], str] = {("sweep", "changes", "*"): "new"}
@@ -113,7 +118,7 @@ class FieldChange:
                 value = value.get(by)
             shown = "" if isinstance(value, dict) or _hidden(value) else f" ({show(value)})"
             return f"{self.label} {self.kind}" + (shown if self.kind == "added" else "")
-        if _hidden(self.before) or _hidden(self.after) or self.path in PROVENANCE:
+        if _hidden(self.before) or _hidden(self.after) or _is_provenance(self.path):
             return f"{self.label}: {self.detail}" if self.detail else f"{self.label} changed"
         if self.path == ("runtime", "image"):
             return _image_change(self.before, self.after)
@@ -132,8 +137,13 @@ def label(path: tuple[str, ...]) -> str:
 
 
 def _matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
-    return len(pattern) == len(path) and all(p in ("*", part) for p, part in zip(pattern, path,
-                                                                                strict=True))
+    """Whether `path` is `pattern`'s, "*" standing for any one part."""
+    return len(pattern) == len(path) and all(
+        p in ("*", part) for p, part in zip(pattern, path, strict=True))
+
+
+def _is_provenance(path: tuple[str, ...]) -> bool:
+    return any(_matches(pattern, path) for pattern in PROVENANCE)
 
 
 def show(value: Any) -> str:
@@ -241,8 +251,9 @@ class ScriptPlan:
     changes: tuple[FieldChange, ...] = ()
     # Why, where the fields cannot say: a stale or kept script, text or mode only.
     note: str = ""
-    # The job compile would write it from (None for a script it removes or keeps).
-    job: Job | None = None
+    # The job compile would write it from, or the sweep of a sweep.sh (None for a script it
+    # removes or keeps).
+    job: Job | Sweep | None = None
     # The script on disk is what obc writes for what the job means now: only its mode or
     # provenance (the inputs hash) differ, so its bill is the one approved before.
     same_meaning: bool = False
@@ -270,7 +281,7 @@ def plan_scripts(out: Path, scripts: Iterable[Script], *, prune: bool = False) -
             for change in plan_writes(out, scripts, prune=prune)]
 
 
-def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
+def _script_plan(change: Change, job: Job | Sweep | None) -> ScriptPlan:
     action = ACTIONS[change.status]
     path = change.path.as_posix()
     if action in ("remove", "keep"):
@@ -283,25 +294,26 @@ def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
     return _compared(path, (change.old or b"").decode("utf-8", "replace"), job)
 
 
-def _compared(path: str, text: str, job: Job) -> ScriptPlan:
+def _compared(path: str, text: str, job: Job | Sweep) -> ScriptPlan:
     """The plan of a script on disk to change, by the record at its end: the changes of its
     meaning, or else whether its text is what obc writes for that meaning."""
     old = read_record(text)
     if old is None:
         return ScriptPlan(path, "change", note="the script on disk has no plan record this obc "
                           "reads (an earlier obc, or an edit): what it meant is not known", job=job)
+    part = JOB if isinstance(job, Job) else SWEEP
     changes = tuple(_with_file_detail(change, text, job)
-                    for change in diff_meaning(old, meaning(job)))
+                    for change in diff_meaning(old, meaning(job), part=part))
     edits = _edits(old, job, text)
     note = f"the script on disk is not what obc writes for its record (edited by hand, or " \
            f"another build of obc {job.obc_version}): {edits}" if edits else ""
-    if any(change.path not in PROVENANCE for change in changes):
+    if any(not _is_provenance(change.path) for change in changes):
         return ScriptPlan(path, "change", tuple(change for change in changes
-                                                if change.path not in PROVENANCE), note, job)
+                                                if not _is_provenance(change.path)), note, job)
     return ScriptPlan(path, "change", changes, note, job, same_meaning=not edits)
 
 
-def _edits(record: dict[str, Any], job: Job, text: str) -> str:
+def _edits(record: dict[str, Any], job: Job | Sweep, text: str) -> str:
     """Return where the script on disk differs from what this obc writes for its record; ""
     where it does not, or where that is not known (a record of another obc version, or one
     whose hashed texts are neither in the new job nor in the script)."""
@@ -331,9 +343,10 @@ def _clipped(line: str) -> str:
     return line if len(line) <= MAX_EDIT_WIDTH else line[:MAX_EDIT_WIDTH] + "…"
 
 
-def _with_file_detail(change: FieldChange, script: str, job: Job) -> FieldChange:
+def _with_file_detail(change: FieldChange, script: str, job: Job | Sweep) -> FieldChange:
     """An embedded file's change, with what changed in it if the old script tells."""
-    is_content = change.path[:1] == ("files",) and change.path[2:] == ("content",)
+    is_content = isinstance(job, Job) and change.path[:1] == ("files",) and \
+        change.path[2:] == ("content",)
     if change.kind != "changed" or not is_content or not (
             _hidden(change.before) or _hidden(change.after)):
         return change

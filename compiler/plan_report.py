@@ -11,14 +11,15 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import posixpath
 import re
 from collections.abc import Callable
 from typing import Any, TextIO
 
 from . import shell
-from .bill import Bill, bill_of
+from .bill import Bill, SlurmBill, SweepBill, bill_of
 from .meaning import DIGEST_KEY, Digest
-from .model import Job, SweepRun
+from .model import SweepRun
 from .plan import ScriptPlan, totals
 from .summary import labelled_lines
 from .text import visible
@@ -39,20 +40,34 @@ def _changing(plans: list[ScriptPlan]) -> list[ScriptPlan]:
     return [plan for plan in plans if plan.action in ("add", "change", "remove")]
 
 
-def bill_lines(bill: Bill, sweep: SweepRun | None = None) -> list[str]:
-    """Return the bill of materials as labelled lines, as a script's header shows its summary;
-    a sweep's run says which one it is and the values its patches set."""
-    rows = [
+def bill_lines(bill: Bill | SweepBill) -> list[str]:
+    """Return the bill of materials as labelled lines, as a script's header shows its summary."""
+    rows = _sweep_rows(bill) if isinstance(bill, SweepBill) else _job_rows(bill)
+    return [visible(line) for line in labelled_lines(
+        (label, values or ["none"]) for label, values in rows)]
+
+
+def _job_rows(bill: Bill) -> list[tuple[str, list[str]]]:
+    native = [("venv", [f"{bill.venv}: its bin/ comes first on PATH: a program named without "
+                        "a path runs from it" if bill.venv else "none: programs from PATH"]),
+              ("env file", [f"{bill.env_file}: sourced as shell code before the steps"
+                            if bill.env_file else "none"])] if bill.runtime == "native" else []
+    return [
+        ("job", [bill.job]),
         ("run file", [bill.run_file]),
-        *_sweep_rows(sweep),
+        *(_sweep_run(bill.sweep) if bill.sweep else []),
         ("runtime", [bill.runtime]),
+        *native,
         ("images", [f"{i.reference}  ({i.registry}"
                     + ("" if i.digest else "; not pinned by digest") + ")" for i in bill.images]),
         ("privileges", [f"{p.option}: {p.meaning}" if p.option else p.meaning
                         for p in bill.privileges]),
+        ("gpus", [f"{bill.gpus} (runtime.gpus: what the steps see)"]),
         ("gpu-hours", [bill.compute.text()]),
+        *([("sbatch", _sbatch(bill.slurm))] if bill.slurm else []),
         ("mounts", [f"{m.source} → {m.target} ({m.mode})" for m in bill.mounts]),
-        ("writable", list(bill.writable)),
+        ("writable", [*bill.writable, *(["the run dir may be in a folder the team shares "
+                                         "(paths.shared)"] if bill.shared else [])]),
         ("env", [f"{name}={shell.quote(value)}" for name, value in bill.env]),
         ("secrets", [", ".join(name + ("" if required else " (optional)")
                                for name, required in bill.secrets)] if bill.secrets else []),
@@ -60,24 +75,69 @@ def bill_lines(bill: Bill, sweep: SweepRun | None = None) -> list[str]:
                                                 if e.off_switch else "") for e in bill.egress]),
         ("commands", [f"{n}. {c.step}" + (f" ({c.where})" if c.where else "") + f": {c.command}"
                       for n, c in enumerate(bill.commands, 1)]),
+        ("files", [f"{f.path}  (from {f.origin}; {f.bytes} bytes, sha256 {f.sha256})"
+                   + ("; obc adds " + ", ".join(f"{key}: {value}" for key, value in f.obc_adds)
+                      if f.obc_adds else "") for f in bill.files]),
+        ("checkpoints", _checkpoints(bill)),
+        ("stop", _stop(bill)),
+        ("retry", [f"exit codes {' '.join(map(str, bill.retry.exit_codes))}: up to "
+                   f"{bill.retry.max} times"] if bill.retry else []),
     ]
-    return [visible(line) for line in labelled_lines(
-        (label, values or ["none"]) for label, values in rows)]
 
 
-def _sweep_rows(sweep: SweepRun | None) -> list[tuple[str, list[str]]]:
-    if sweep is None:
-        return []
-    which = " ".join(f"{axis}={label}" for axis, label in sweep.labels) if sweep.labels \
-        else f"the named run {sweep.name}"
-    return [("sweep", [f"{sweep.sweep}: {which}"]),
+def _sweep_run(run: SweepRun) -> list[tuple[str, list[str]]]:
+    """A sweep run's rows: which run of which sweep, and the values its patches set."""
+    which = " ".join(f"{axis}={label}" for axis, label in run.labels) or \
+        f"the named run {run.name}"
+    return [("sweep", [f"{run.sweep}: {which}"]),
             ("patched", [f"{change.field}: {change.old} → {change.new}"
-                         for change in sweep.changes])]
+                         for change in run.changes]
+             + ([f"(applied to {run.config_file})"] if run.config_file else []))]
 
 
-def _bill_lines(job: Job) -> list[str]:
-    """The bill of a job plan would write, the same whether it adds or changes its script."""
-    return bill_lines(bill_of(job), job.sweep)
+def _sbatch(slurm: SlurmBill) -> list[str]:
+    return [*(f"#SBATCH {directive}" for directive in slurm.directives),
+            *([f"requeues itself, at the time limit up to {slurm.max_restarts or 0} times"]
+              if slurm.requeues_itself else []),
+            *([f"rendezvous on port {slurm.rendezvous_port} of the first node"]
+              if slurm.rendezvous_port is not None else []),
+            *([f"{slurm.torchrun_step} launched with torchrun across the nodes"]
+              if slurm.torchrun_step else [])]
+
+
+def _checkpoints(bill: Bill) -> list[str]:
+    checkpoints = bill.checkpoints
+    if checkpoints is None:
+        return []
+    host = checkpoints.host_rest if checkpoints.host_base is None else \
+        posixpath.join(checkpoints.host_base, checkpoints.host_rest)
+    return [f"{checkpoints.step} writes them to {checkpoints.output_dir} ({host} of the "
+            + ("run dir" if checkpoints.host_base is None else "machine") + ")"
+            + ("; starts from the newest whole one" if checkpoints.resume else "")]
+
+
+def _stop(bill: Bill) -> list[str]:
+    signal = bill.on_signal
+    asked = [f"during {bill.checkpoints.step if bill.checkpoints else 'train'}: creates "
+             f"{signal.trigger} in its output dir and waits up to {signal.grace} s for a "
+             "checkpoint"] if signal else []
+    return [*asked, f"TERM, then KILL after {bill.stop_timeout} s"]
+
+
+def _sweep_rows(bill: SweepBill) -> list[tuple[str, list[str]]]:
+    return [
+        ("sweep", [bill.sweep]),
+        ("run file", [bill.run_file]),
+        ("runs", [f"{run}: ../{run}/job.sh, only if its sha256 is {checksum}"
+                  for run, checksum in bill.runs]),
+        ("submit", [{"array": "one job array (sbatch sweep.sh, or --submit)",
+                     "each": "each run with its own sbatch (--submit)",
+                     "none": "cannot: runs without a slurm block"}[bill.submission]]),
+        ("throttle", [f"{bill.max_parallel} array tasks at a time (matrix.max_parallel)"
+                      if bill.max_parallel else "none: every task may run at once"]),
+        *([("sbatch", _sbatch(bill.slurm))] if bill.slurm else []),
+        *([("gpu-hours", [bill.compute.text()])] if bill.compute else []),
+    ]
 
 
 def _bill_title(plan: ScriptPlan) -> str:
@@ -94,7 +154,7 @@ def report_plan_text(plans: list[ScriptPlan], stream: TextIO) -> None:
     for plan in changing:
         if plan.billed and plan.job is not None:
             print(f"\n{_bill_title(plan)}", file=stream)
-            print("\n".join("  " + line for line in _bill_lines(plan.job)), file=stream)
+            print("\n".join("  " + line for line in bill_lines(bill_of(plan.job))), file=stream)
 
 
 def report_plan_github(plans: list[ScriptPlan], stream: TextIO) -> None:
@@ -109,7 +169,7 @@ def report_plan_github(plans: list[ScriptPlan], stream: TextIO) -> None:
     for plan in changing:
         if plan.billed and plan.job is not None:
             print(f"\n<details><summary>{html.escape(_bill_title(plan))}: bill of materials"
-                  f"</summary>\n\n{_code_block('text', _bill_lines(plan.job))}\n\n"
+                  f"</summary>\n\n{_code_block('text', bill_lines(bill_of(plan.job)))}\n\n"
                   "</details>", file=stream)
 
 
@@ -147,21 +207,26 @@ def _script_json(plan: ScriptPlan) -> dict[str, Any]:
                      "before": change.before, "after": change.after, "detail": change.detail,
                      "text": change.text()}
                     for change in plan.changes],
-        "bill": None if plan.job is None else bill_json(bill_of(plan.job), plan.job.sweep),
+        "bill": None if plan.job is None else bill_json(bill_of(plan.job)),
     }
 
 
-def bill_json(bill: Bill, sweep: SweepRun | None = None) -> dict[str, Any]:
-    """The bill as JSON: env a mapping, secrets and the rest lists of objects; `sweep` the
-    run's sweep, labels and patches, or null."""
+def bill_json(bill: Bill | SweepBill) -> dict[str, Any]:
+    """The bill as JSON: name/value pairs mappings, secrets and the rest lists of objects."""
     document = dataclasses.asdict(bill)
-    document["sweep"] = None if sweep is None else {
-        "sweep": sweep.sweep, "labels": dict(sweep.labels), "name": sweep.name,
-        "patched": [change._asdict() for change in sweep.changes]}
-    document["env"] = dict(bill.env)
-    document["secrets"] = [{"name": name, "required": required}
-                           for name, required in bill.secrets]
-    document["compute"]["text"] = bill.compute.text()
+    if isinstance(bill, SweepBill):
+        document["runs"] = dict(bill.runs)
+    else:
+        document["env"] = dict(bill.env)
+        document["secrets"] = [{"name": name, "required": required}
+                               for name, required in bill.secrets]
+        for file, shown in zip(bill.files, document["files"], strict=True):
+            shown["obc_adds"] = dict(file.obc_adds)
+        if bill.sweep is not None:
+            document["sweep"]["labels"] = dict(bill.sweep.labels)
+            document["sweep"]["changes"] = [change._asdict() for change in bill.sweep.changes]
+    if bill.compute is not None:
+        document["compute"]["text"] = bill.compute.text()
     return document
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from .meaning import (
     DIGEST_KEY,
-    JOB,
     KEY_FIELDS,
     VARIANT_KEY,
     Part,
@@ -27,17 +26,18 @@ from .meaning import (
 from .model import Job
 from .plan_files import embedded_text
 from .provenance import sha256
-from .render import render_job
+from .render import render_job, render_sweep
+from .sweep import Sweep
 
 
-def rendered_again(record: dict[str, Any], now: Job, script: str) -> str | None:
-    """Return the script this obc writes for the job `record` (read from `script`) stands for;
-    None if the record does not say the job whole, or says one that no run file makes."""
+def rendered_again(record: dict[str, Any], now: Job | Sweep, script: str) -> str | None:
+    """Return the script this obc writes for the job (or sweep) `record` (read from `script`)
+    stands for; None if the record does not say it whole, or says one no run file makes."""
     job = recorded_job(record, now, script)
     if job is None:
         return None
     try:
-        return render_job(job)
+        return render_job(job) if isinstance(job, Job) else render_sweep(job)
     # Values of the right types can still break what normalise guarantees the templates (an
     # empty argv): such a job is not one obc compiled.
     except (IndexError, KeyError, TypeError, ValueError, AttributeError):
@@ -49,18 +49,18 @@ class _NotKnown(Exception):
     of its field's type."""
 
 
-def recorded_job(record: dict[str, Any], now: Job, script: str) -> Job | None:
-    """Return the job `record` (read from `script`) stands for, `now` lending the texts it
-    keeps as hashes; None if the record does not say it whole."""
+def recorded_job(record: dict[str, Any], now: Job | Sweep, script: str) -> Job | Sweep | None:
+    """Return the job (or sweep) `record` (read from `script`) stands for, `now` lending the
+    texts it keeps as hashes; None if the record does not say it whole."""
     try:
-        job = _Reader(now, script).value(record, JOB, now, ())
+        job = _Reader(now, script).value(record, part_of(type(now)), now, ())
     except _NotKnown:
         return None
     return job if meaning(job) == record else None
 
 
 class _Reader:
-    def __init__(self, now: Job, script: str) -> None:
+    def __init__(self, now: Job | Sweep, script: str) -> None:
         self.now, self.script = now, script
 
     def value(self, value: Any, part: Part, now: Any, path: tuple[str, ...]) -> Any:

@@ -243,9 +243,10 @@ def render_sweep(sweep: Sweep, printer: Printer = _REAL) -> str:
     """Return the sweep.sh of `sweep`, its values written by `printer`."""
     lines = sweep_help_lines(sweep)
     header = [f"{GENERATED_PREFIX}{sweep.source_file}. DO NOT EDIT.", "", *lines]
-    return _environment().get_template("sweep.sh.j2").render(
+    text = _environment().get_template("sweep.sh.j2").render(
         sweep=sweep, header_lines=header, help_lines=lines, usage=SWEEP_USAGE,
         **{_PRINTER: printer})
+    return f"{text}\n{printer.comment(record_lines(sweep))}\n"
 
 
 def _trapped_signals(job: Job) -> list[dict[str, str | int]]:

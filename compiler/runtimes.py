@@ -79,7 +79,15 @@ class Container:
 
     @property
     def as_root(self) -> bool:
+        """Whether the steps run as the image's root: no --user at all."""
         return self.user == ROOT
+
+    @property
+    def runs_as_root(self) -> bool:
+        """Whether the steps run as root, named or as uid 0 in any spelling (`0`, `00:00`,
+        `0:1000`): what a reviewer must be told, whatever the run file wrote."""
+        uid = self.user.partition(":")[0]
+        return self.as_root or uid.isdigit() and int(uid) == 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ only values that mean the same to sbatch as in the run file, so nothing here quo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from .shell import ShellText
 
@@ -107,3 +108,90 @@ def sbatch_lines(slurm: Slurm | tuple[str, ...]) -> ShellText:
     come from runs' own), one per directive."""
     directives = slurm.directives if isinstance(slurm, Slurm) else slurm
     return ShellText("\n".join(f"#SBATCH {directive}" for directive in directives))
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What Slurm allocates a batch job of these #SBATCH lines (the one task a node that the
+    script runs), read from the lines themselves, the run file's extras included."""
+
+    nodes: int
+    # GPUs of the whole job (of each array task): the most any line asks for, "all" when a
+    # line takes all of each node's; and the line that asks for that many.
+    gpus: int | Literal["all"]
+    gpus_by: str
+    # The GPUs are per node (--gpus-per-node, --gres): shown as GPUs × nodes.
+    per_node: bool
+    time: str | None
+    # How many jobs the lines make: one, or an array's tasks (None: a spec not read here).
+    tasks: int | None
+    array: str | None
+
+
+def allocation(directives: tuple[str, ...]) -> Allocation:
+    """Return what Slurm allocates for `directives` (`--name=value` or `--name` each)."""
+    options = dict(directive[2:].partition("=")[::2] for directive in directives)
+    nodes = _most(options.get("nodes", "1"))
+    asked = [request for directive in directives
+             if (request := _gpus_asked(directive, nodes, options)) is not None]
+    gpus, by, per_node = max(asked, key=lambda r: (r[0] == "all", r[0] if r[0] != "all" else 0),
+                             default=(0, "", True))
+    array = options.get("array")
+    return Allocation(nodes, gpus, by, per_node, options.get("time"),
+                      1 if array is None else array_tasks(array), array)
+
+
+def _gpus_asked(directive: str, nodes: int, options: dict[str, str]) -> \
+        tuple[int | Literal["all"], str, bool] | None:
+    """The GPUs of the whole job that one line asks for, the line, and whether per node;
+    "all" where the count is not a plain number (a node's sockets, a `1k`)."""
+    name, _, value = directive[2:].partition("=")
+    if name == "exclusive":  # the whole node, all its GPUs with it
+        return "all", directive, True
+    per_node = name in ("gpus-per-node", "gres")
+    if per_node or name == "tres-per-task":
+        items = [item.removeprefix("gres/").replace("=", ":") for item in value.split(",")]
+        counts = [_gpu_count(item) for item in items if item.isdigit() or
+                  item.partition(":")[0] == "gpu"]
+        if not counts:
+            return None
+    elif name in ("gpus", "gpus-per-task", "gpus-per-socket"):
+        counts = [_gpu_count(value)]
+    else:
+        return None
+    # One task a node; a node's sockets as many as it has, unless a line says.
+    times = {"gpus": 1, "gpus-per-socket": nodes * _most(options.get("sockets-per-node", "0"))}
+    factor = times.get(name, nodes)
+    known = [count for count in counts if count is not None]
+    if len(known) < len(counts) or not factor:
+        return "all", directive, per_node
+    return sum(known) * factor, directive, per_node
+
+
+def _gpu_count(request: str) -> int | None:
+    """`gpu:a100:2` → 2, `a100:3` → 3, `4` → 4, `gpu` → 1 (a type alone is one GPU); None
+    for a count that is not a plain number (`gpu:1k`)."""
+    last = request.rpartition(":")[2]
+    if last.isdigit():
+        return int(last)
+    return None if last[:1].isdigit() else 1
+
+
+def _most(count: str) -> int:
+    """The most a `N` or `MIN-MAX` count allows; 0 if it is not one."""
+    last = count.rpartition("-")[2]
+    return int(last) if last.isdigit() else 0
+
+
+def array_tasks(spec: str) -> int | None:
+    """How many tasks an --array spec makes: `0-31` → 32, `1,3,5-7%2` → 5, `0-15:4` → 4;
+    None if it is not one (sbatch then refuses it)."""
+    count = 0
+    for part in spec.partition("%")[0].split(","):
+        span, _, step = part.partition(":")
+        first, _, last = span.partition("-")
+        try:
+            count += len(range(int(first), int(last or first) + 1, int(step or 1)))
+        except ValueError:
+            return None
+    return count

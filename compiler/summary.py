@@ -151,6 +151,8 @@ def added_options(job: Job, container: Container) -> list[str]:
 def _user(container: Container) -> str:
     if container.as_root:
         return "steps run as root"
+    if container.runs_as_root:
+        return f"steps run as root (--user {container.user})"
     if container.user != "invoker":
         return f"steps run as {container.user} (--user), who must be able to write the run dir"
     how = ("--userns=keep-id when rootless" if container.engine == "podman"

@@ -82,8 +82,12 @@ class SweepFile:
     mode: int
     file: str
     id_mark: Mark
-    # Unlike a script, a sweep's own file is no job's (obc plan shows no meaning for it).
-    job = None
+
+    @property
+    def job(self) -> Sweep | None:
+        """What `obc plan` reviews of it: sweep.sh does what its sweep says; runs.tsv, a
+        table, does nothing."""
+        return self.sweep if self.name == SWEEP_SCRIPT else None
 
     @property
     def relative_path(self) -> str:

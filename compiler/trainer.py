@@ -38,19 +38,29 @@ def config_file(data: dict[str, Any], text: str | None, parsed: dict[str, Any]) 
     config = data["trainer"]["axolotl"]["config"]
     body = text if isinstance(config, str) and text is not None else dump_config(config)
     origin = config if isinstance(config, str) else "trainer.axolotl.config"
-    if on_signal(data) and "dynamic_checkpoint" not in parsed:
-        body = _with_trigger(body, data.get("checkpoint", {}))
-    return EmbeddedFile(AXOLOTL_CONFIG_NAME, body, origin)
+    if not on_signal(data) or "dynamic_checkpoint" in parsed:
+        return EmbeddedFile(AXOLOTL_CONFIG_NAME, body, origin)
+    adds = _trigger_settings(data.get("checkpoint", {}))
+    return EmbeddedFile(AXOLOTL_CONFIG_NAME, _with_settings(body, adds), origin, adds)
 
 
-def _with_trigger(body: str, checkpoint: dict[str, Any]) -> str:
+def _trigger_settings(checkpoint: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What obc adds to the config for checkpoint.on_signal: dynamic_checkpoint, on."""
     interval = checkpoint.get("check_interval", DEFAULT_CHECK_INTERVAL)
+    return (("dynamic_checkpoint.enabled", "true"),
+            ("dynamic_checkpoint.check_interval", str(interval)))
+
+
+def _with_settings(body: str, settings: tuple[tuple[str, str], ...]) -> str:
+    """The config with `settings` (all of one block, `block.key`) added at its end."""
     ending = "" if body.endswith("\n") or not body else "\n"
+    block = settings[0][0].partition(".")[0]
     return (f"{body}{ending}\n"
             "# Added by obc (checkpoint.on_signal): when the job is told to stop, job.sh\n"
             f"# creates {TRIGGER_FILE} in output_dir and waits for the checkpoint\n"
             "# Axolotl then saves, before it stops train.\n"
-            f"dynamic_checkpoint:\n  enabled: true\n  check_interval: {interval}\n")
+            f"{block}:\n" + "".join(f"  {key.partition('.')[2]}: {value}\n"
+                                    for key, value in settings))
 
 
 def on_signal(data: dict[str, Any]) -> bool:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.bill import bill_of, compute, time_limit_hours
+from compiler.bill import bill_of
+from compiler.gpu_hours import compute, time_limit_hours
 from compiler.meaning import meaning, read_record, record_lines
 from compiler.model import Job
 from compiler.pipeline import Options, compile_files
@@ -136,7 +137,7 @@ def test_slurm_time_limits_in_hours(time, hours):
 @pytest.mark.parametrize(("runtime", "slurm", "text"), [
     ("{kind: native, gpus: [0, 1, 2]}", "", "3 GPUs × 1 node × no time limit = unbounded"),
     ("{kind: docker, gpus: none}", "", "0 GPUs × 1 node × no time limit = 0 GPU-hours"),
-    ("{kind: docker}", "", "all GPUs × 1 node × no time limit = unbounded"),
+    ("{kind: docker}", "", "all GPUs of 1 node × no time limit = unbounded"),
     ("{kind: native}", "slurm: {time: '2-00:00:00', gpus_per_node: 4, nodes: 3}\n",
      "4 GPUs × 3 nodes × 48 h = 576 GPU-hours"),
     ("{kind: native}", "slurm: {time: 45, gpus_per_node: 1}\n",

@@ -88,7 +88,7 @@ def test_a_sweep_runs_bill_shows_the_values_its_patches_set(tmp_path):
     (root / "run.yaml").write_text(SWEEP.replace('"5e-4": 5.0e-4', '"3e-4": 3.0e-4'),
                                    encoding="utf-8")
     output = plan(root)
-    assert bills(output)["out/sw-3e-4-6/job.sh"][:4] == [
+    assert bills(output)["out/sw-3e-4-6/job.sh"][1:5] == [
         "run file    run.yaml",
         "sweep       sw: lr=3e-4 steps=6",
         "patched     trainer.axolotl.config.learning_rate: 0.0002 → 0.0003",
@@ -97,7 +97,8 @@ def test_a_sweep_runs_bill_shows_the_values_its_patches_set(tmp_path):
     (added,) = (s for s in document["scripts"] if s["path"] == "out/sw-3e-4-6/job.sh")
     assert added["bill"]["sweep"] == {
         "sweep": "sw", "labels": {"lr": "3e-4", "steps": "6"}, "name": None,
-        "patched": [{"field": "trainer.axolotl.config.learning_rate", "old": "0.0002",
+        "config_file": None,
+        "changes": [{"field": "trainer.axolotl.config.learning_rate", "old": "0.0002",
                      "new": "0.0003"},
                     {"field": "trainer.axolotl.config.max_steps", "old": "400", "new": "6"}]}
 
@@ -106,7 +107,7 @@ def test_a_named_sweep_run_says_its_name_in_its_bill(tmp_path):
     root = project(tmp_path, SWEEP)
     (root / "run.yaml").write_text(SWEEP + "  runs:\n    long: {trainer: {axolotl: {config: "
                                    "{max_steps: 4000}}}}\n", encoding="utf-8")
-    assert bills(plan(root))["out/sw-long/job.sh"][1:3] == [
+    assert bills(plan(root))["out/sw-long/job.sh"][2:4] == [
         "sweep       sw: the named run long",
         "patched     trainer.axolotl.config.max_steps: 400 → 4000"]
 

@@ -840,12 +840,14 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "apptainer-multinode",
 #   "source_file": "examples/apptainer-multinode.yaml",
 #   "obc_version": "0.2.0",
-#   "description": "sha256:7230b5a49aac46a335842fe7b8747f1e4227d3c0ef607e284e7e9d7a408eba60",
+#   "description": {
+#     "sha256": "7230b5a49aac46a335842fe7b8747f1e4227d3c0ef607e284e7e9d7a408eba60"
+#   },
 #   "runtime": {
 #     "type": "apptainer",
 #     "image": "docker://axolotlai/axolotl@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b",
@@ -864,8 +866,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
-#       "origin": "configs/llama3-qlora.yaml"
+#       "content": {"sha256": "0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},
+#       "origin": "configs/llama3-qlora.yaml",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {

@@ -768,12 +768,14 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "apptainer-sif",
 #   "source_file": "examples/apptainer-sif.yaml",
 #   "obc_version": "0.2.0",
-#   "description": "sha256:4fa52462899cd7822be4cbe37e4b8aff70af0707d0c204ef77b6c6fa51d63e29",
+#   "description": {
+#     "sha256": "4fa52462899cd7822be4cbe37e4b8aff70af0707d0c204ef77b6c6fa51d63e29"
+#   },
 #   "runtime": {
 #     "type": "apptainer",
 #     "image": "/shared/images/axolotl-0.19.0.sif",
@@ -794,8 +796,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
-#       "origin": "configs/llama3-qlora.yaml"
+#       "content": {"sha256": "0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},
+#       "origin": "configs/llama3-qlora.yaml",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {

@@ -796,12 +796,14 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "enroot-multinode",
 #   "source_file": "examples/enroot-multinode.yaml",
 #   "obc_version": "0.2.0",
-#   "description": "sha256:db9458b7ce193e48cd8d7fa8fd54825bc6b28c43c1a1e602076c9b5f88c850c3",
+#   "description": {
+#     "sha256": "db9458b7ce193e48cd8d7fa8fd54825bc6b28c43c1a1e602076c9b5f88c850c3"
+#   },
 #   "runtime": {
 #     "type": "enroot",
 #     "image": "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b",
@@ -822,8 +824,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
-#       "origin": "configs/llama3-qlora.yaml"
+#       "content": {"sha256": "0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},
+#       "origin": "configs/llama3-qlora.yaml",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {

@@ -697,7 +697,7 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "inline-config",
 #   "source_file": "examples/inline-config.yaml",
@@ -722,8 +722,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:60ddcc8880747bebc69a31c8c6b14c684ce7ae76fe9fd584cad5b4a2412e72c7",
-#       "origin": "trainer.axolotl.config"
+#       "content": {"sha256": "60ddcc8880747bebc69a31c8c6b14c684ce7ae76fe9fd584cad5b4a2412e72c7"},
+#       "origin": "trainer.axolotl.config",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {

@@ -770,7 +770,7 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "lr-sweep-1e-4-2",
 #   "source_file": "examples/sweep-lr.yaml",
@@ -795,8 +795,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:3c3c865e77cb46f671fb44c7c37d8a2a38402a5e84ee797b18f513bdd760f95d",
-#       "origin": "configs/llama3-qlora.yaml, patched"
+#       "content": {"sha256": "3c3c865e77cb46f671fb44c7c37d8a2a38402a5e84ee797b18f513bdd760f95d"},
+#       "origin": "configs/llama3-qlora.yaml, patched",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {
@@ -847,7 +848,10 @@ obc_exit 0
 #     "sweep": "lr-sweep",
 #     "labels": {"lr": "1e-4", "seed": "2"},
 #     "name": null,
-#     "changes": [["trainer.axolotl.config.learning_rate", "0.0002", "0.0001"], ["trainer.axolotl.config.seed", "(unset)", "2"]],
+#     "changes": {
+#       "trainer.axolotl.config.learning_rate": {"old": "0.0002", "new": "0.0001"},
+#       "trainer.axolotl.config.seed": {"old": "(unset)", "new": "2"}
+#     },
 #     "config_file": "configs/llama3-qlora.yaml"
 #   }
 # }

@@ -768,7 +768,7 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "lr-sweep-2e-4-1",
 #   "source_file": "examples/sweep-lr.yaml",
@@ -793,8 +793,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:3d1aa2b2b071829da20b1fa18a4d15c6e72b36ccc7d823bec3f21803614ed813",
-#       "origin": "configs/llama3-qlora.yaml, patched"
+#       "content": {"sha256": "3d1aa2b2b071829da20b1fa18a4d15c6e72b36ccc7d823bec3f21803614ed813"},
+#       "origin": "configs/llama3-qlora.yaml, patched",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {
@@ -845,7 +846,9 @@ obc_exit 0
 #     "sweep": "lr-sweep",
 #     "labels": {"lr": "2e-4", "seed": "1"},
 #     "name": null,
-#     "changes": [["trainer.axolotl.config.seed", "(unset)", "1"]],
+#     "changes": {
+#       "trainer.axolotl.config.seed": {"old": "(unset)", "new": "1"}
+#     },
 #     "config_file": "configs/llama3-qlora.yaml"
 #   }
 # }

@@ -770,7 +770,7 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "lr-sweep-4e-4-1",
 #   "source_file": "examples/sweep-lr.yaml",
@@ -795,8 +795,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:546ea84de549064a8973a7516cb88a7600c199ea740add1d742177cac4fc41e5",
-#       "origin": "configs/llama3-qlora.yaml, patched"
+#       "content": {"sha256": "546ea84de549064a8973a7516cb88a7600c199ea740add1d742177cac4fc41e5"},
+#       "origin": "configs/llama3-qlora.yaml, patched",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {
@@ -847,7 +848,10 @@ obc_exit 0
 #     "sweep": "lr-sweep",
 #     "labels": {"lr": "4e-4", "seed": "1"},
 #     "name": null,
-#     "changes": [["trainer.axolotl.config.learning_rate", "0.0002", "0.0004"], ["trainer.axolotl.config.seed", "(unset)", "1"]],
+#     "changes": {
+#       "trainer.axolotl.config.learning_rate": {"old": "0.0002", "new": "0.0004"},
+#       "trainer.axolotl.config.seed": {"old": "(unset)", "new": "1"}
+#     },
 #     "config_file": "configs/llama3-qlora.yaml"
 #   }
 # }

@@ -769,7 +769,7 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "lr-sweep-long",
 #   "source_file": "examples/sweep-lr.yaml",
@@ -794,8 +794,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:5cc0162412cc5ae0add498cc5004efa81d81792a40a22a90a81a708cbd8bdbfa",
-#       "origin": "configs/llama3-qlora.yaml, patched"
+#       "content": {"sha256": "5cc0162412cc5ae0add498cc5004efa81d81792a40a22a90a81a708cbd8bdbfa"},
+#       "origin": "configs/llama3-qlora.yaml, patched",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {
@@ -846,7 +847,10 @@ obc_exit 0
 #     "sweep": "lr-sweep",
 #     "labels": [],
 #     "name": "long",
-#     "changes": [["trainer.axolotl.config.num_epochs", "1", "3"], ["trainer.axolotl.config.learning_rate", "0.0002", "0.0001"]],
+#     "changes": {
+#       "trainer.axolotl.config.num_epochs": {"old": "1", "new": "3"},
+#       "trainer.axolotl.config.learning_rate": {"old": "0.0002", "new": "0.0001"}
+#     },
 #     "config_file": "configs/llama3-qlora.yaml"
 #   }
 # }

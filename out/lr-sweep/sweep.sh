@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=7718f7ba5caba34edfd5b613c6d501f0d9dd0d5521dec87cef7e5ae88c0de067 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=e81b88643bd1af48baf0ed2a3e2ee7ef58884f591fe068d7c138d338f846ec7e ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=79702acce8f3a460287c00186acc789f9f05f07f121f22cd9a8849dbdbd39c1e ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=260f8d29090ef8570bd129911d85031f77ad3bbdbdc1678e129311aae7530b60 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=7f58d417cbbfaab481f77cedebe3301dd42ecb315065fdd506677ab0fa258f35 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=f9afc30e8188168401ad0a2be37991cd8e04bddfc68fcf3b90fc84b631a99cdc ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=d86647f53182eb7655354361c7052bae447ab767592b3ddd6278dcecd5f7a2d4 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=d9dadb7aa24e2992274aa2ac57d9abe3f2b5e65b0b85247370ecdca82872a084 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=8a89d04a5346db384ca61ba1506376937851420af2a3af235b69719822442c2b ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=39099215d17571cbe574fcb734ffacb9bf6e0725d1bddd3af2d5e5d1ff8f21f2 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=c0a15ccf5f10c41aeacd54762d171dc0bead1369793af043444615d5ef5bdea4 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=e1e30d998cf051546ed88298b81038e459323b875c64aae4240107b4bb1b37b8 ;;
     *) return 1 ;;
   esac
 }
@@ -395,3 +395,49 @@ case $OBC_MODE in
   task) obc_task ;;
 esac
 exit 0
+
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
+# {
+#   "id": "lr-sweep",
+#   "source_file": "examples/sweep-lr.yaml",
+#   "obc_version": "0.2.0",
+#   "axes": ["lr", "seed"],
+#   "runs": {
+#     "lr-sweep-1e-4-1": {
+#       "index": 0,
+#       "labels": ["1e-4", "1"],
+#       "checksum": "d86647f53182eb7655354361c7052bae447ab767592b3ddd6278dcecd5f7a2d4"
+#     },
+#     "lr-sweep-1e-4-2": {
+#       "index": 1,
+#       "labels": ["1e-4", "2"],
+#       "checksum": "d9dadb7aa24e2992274aa2ac57d9abe3f2b5e65b0b85247370ecdca82872a084"
+#     },
+#     "lr-sweep-2e-4-1": {
+#       "index": 2,
+#       "labels": ["2e-4", "1"],
+#       "checksum": "8a89d04a5346db384ca61ba1506376937851420af2a3af235b69719822442c2b"
+#     },
+#     "lr-sweep-2e-4-2": {
+#       "index": 3,
+#       "labels": ["2e-4", "2"],
+#       "checksum": "39099215d17571cbe574fcb734ffacb9bf6e0725d1bddd3af2d5e5d1ff8f21f2"
+#     },
+#     "lr-sweep-4e-4-1": {
+#       "index": 4,
+#       "labels": ["4e-4", "1"],
+#       "checksum": "c0a15ccf5f10c41aeacd54762d171dc0bead1369793af043444615d5ef5bdea4"
+#     },
+#     "lr-sweep-long": {
+#       "index": 5,
+#       "labels": ["", ""],
+#       "checksum": "e1e30d998cf051546ed88298b81038e459323b875c64aae4240107b4bb1b37b8"
+#     }
+#   },
+#   "combinations": 6,
+#   "excluded": 1,
+#   "max_parallel": 2,
+#   "submission": "array",
+#   "directives": ["--job-name=lr-sweep", "--output=%x-%A_%a.out", "--partition=gpu", "--time=04:00:00", "--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=1", "--cpus-per-task=8", "--mem=64G", "--signal=B:TERM@120", "--requeue", "--open-mode=append", "--array=0-5%2"],
+#   "unsubmittable": []
+# }

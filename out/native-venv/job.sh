@@ -729,7 +729,7 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "native-venv",
 #   "source_file": "examples/native-venv.yaml",
@@ -750,12 +750,14 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
-#       "origin": "configs/llama3-qlora.yaml"
+#       "content": {"sha256": "0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},
+#       "origin": "configs/llama3-qlora.yaml",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     },
 #     "plugins/metrics.py": {
-#       "content": "sha256:136285e64e503548d5116bd2b721ac40ab88b6f7ff630dda5d6f50a69571ec06",
-#       "origin": "plugins/metrics.py"
+#       "content": {"sha256": "136285e64e503548d5116bd2b721ac40ab88b6f7ff630dda5d6f50a69571ec06"},
+#       "origin": "plugins/metrics.py",
+#       "obc_adds": []
 #     }
 #   },
 #   "env": {

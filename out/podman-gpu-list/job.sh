@@ -710,12 +710,14 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "podman-gpu-list",
 #   "source_file": "examples/podman-gpu-list.yaml",
 #   "obc_version": "0.2.0",
-#   "description": "sha256:da75fffbf884bd92ff353095b6ed75296c77975953202dc33b3b073af8843a49",
+#   "description": {
+#     "sha256": "da75fffbf884bd92ff353095b6ed75296c77975953202dc33b3b073af8843a49"
+#   },
 #   "runtime": {
 #     "type": "container",
 #     "engine": "podman",
@@ -737,8 +739,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
-#       "origin": "configs/llama3-qlora.yaml"
+#       "content": {"sha256": "0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},
+#       "origin": "configs/llama3-qlora.yaml",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {

@@ -805,12 +805,14 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "slurm-multinode",
 #   "source_file": "examples/slurm-multinode.yaml",
 #   "obc_version": "0.2.0",
-#   "description": "sha256:fcc85a72bcdf66989a0897f8c158fbe6c4d9799f0db801c9fcc91b974441a5b8",
+#   "description": {
+#     "sha256": "fcc85a72bcdf66989a0897f8c158fbe6c4d9799f0db801c9fcc91b974441a5b8"
+#   },
 #   "runtime": {
 #     "type": "native",
 #     "venv": "/shared/venvs/axolotl",
@@ -827,8 +829,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
-#       "origin": "configs/llama3-qlora.yaml"
+#       "content": {"sha256": "0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},
+#       "origin": "configs/llama3-qlora.yaml",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {

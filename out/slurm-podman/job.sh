@@ -728,7 +728,7 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "slurm-podman",
 #   "source_file": "examples/slurm-podman.yaml",
@@ -753,8 +753,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
-#       "origin": "configs/llama3-qlora.yaml"
+#       "content": {"sha256": "0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},
+#       "origin": "configs/llama3-qlora.yaml",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {

@@ -772,12 +772,14 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "slurm-resume",
 #   "source_file": "examples/slurm-resume.yaml",
 #   "obc_version": "0.2.0",
-#   "description": "sha256:6b44353d2edab1a6168cbbf1d1a5ac4316fa13668c6f3e318fed904c5f680258",
+#   "description": {
+#     "sha256": "6b44353d2edab1a6168cbbf1d1a5ac4316fa13668c6f3e318fed904c5f680258"
+#   },
 #   "runtime": {
 #     "type": "native",
 #     "venv": "${SCRATCH}/venvs/axolotl",
@@ -794,8 +796,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3",
-#       "origin": "configs/llama3-qlora.yaml"
+#       "content": {"sha256": "0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},
+#       "origin": "configs/llama3-qlora.yaml",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {

@@ -537,7 +537,7 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "steps-eval",
 #   "source_file": "examples/steps-eval.yaml",
