@@ -21,7 +21,6 @@ from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
 from .recorded import rendered_again
-from .runtimes import DIGEST
 from .sweep import Sweep
 from .text import visible
 from .write import Change
