@@ -19,7 +19,7 @@ from typing import TypeVar
 from . import __version__
 from .diagnostics import Diagnostic, ObcError
 from .lockfile import default_lock_path, format_lock
-from .pipeline import Options, compile_files
+from .pipeline import Options, Result, compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
 from .sources import allowed_folders
@@ -125,8 +125,9 @@ def _schema(_args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    problems = compile_files(
-        args.paths, options=Options(allowed=allowed_folders(args.allow_dir))).diagnostics
+    result = compile_files(args.paths, options=Options(allowed=allowed_folders(args.allow_dir)))
+    _warn_about_cache(result)
+    problems = result.diagnostics
     _report(args.format, problems)
     return EXIT_INVALID if problems else EXIT_OK
 
@@ -147,6 +148,7 @@ def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]],
     result = compile_files(args.paths, args.out if shellcheck else None, Options(
         allowed=allowed_folders(args.allow_dir), lock=_lock_file(args),
         require_digests=args.require_digests, **options))
+    _warn_about_cache(result)
     if result.diagnostics:
         _report(args.format, result.diagnostics)
         return None
@@ -154,6 +156,13 @@ def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]],
         return compare(args.out, result.outputs, prune=args.prune)
     except OSError as error:  # OUT or a folder in it cannot be read
         raise ObcError(f"{error.filename}: cannot read: {error.strerror or error}") from error
+
+
+def _warn_about_cache(result: Result) -> None:
+    if result.cache_refused:
+        print(f"obc: warning: not using the cache {visible(result.cache_refused)}; obc uses a "
+              "cache only if no one else can change it (yours, mode 0700), so it compiles "
+              "without one", file=sys.stderr)
 
 
 def _compile(args: argparse.Namespace) -> int:
