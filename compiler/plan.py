@@ -21,13 +21,14 @@ from .pipeline import Script
 from .plan_files import describe, embedded_text
 from .runtimes import DIGEST
 from .text import visible
-from .write import Change
+from .write import Change, CompileNamed, Elsewhere
 from .write import plan as plan_writes
 
-Action = Literal["add", "change", "remove", "keep", "none"]
+Action = Literal["add", "change", "remove", "foreign", "keep", "none"]
 ACTIONS: dict[str, Action] = {"missing": "add", "changed": "change", "stale": "remove",
-                              "kept": "keep", "unchanged": "none"}
-SYMBOLS = {"add": "+", "change": "~", "remove": "-"}
+                              "foreign": "foreign", "kept": "keep", "unchanged": "none"}
+# What compile would do, or (foreign: a file that is not obc's, which it leaves) not know.
+SYMBOLS = {"add": "+", "change": "~", "remove": "-", "foreign": "?"}
 Kind = Literal["changed", "added", "removed", "reordered"]
 _MISSING = object()
 # The collections whose order is part of what they mean: steps run in order, and a later
@@ -205,20 +206,27 @@ class ScriptPlan:
             f": {'; '.join(what)}" if what else "")
 
 
-def plan_scripts(out: Path, scripts: Iterable[Script], *, prune: bool = False) -> \
-        list[ScriptPlan]:
+def plan_scripts(out: Path, scripts: Iterable[Script], *, prune: bool = False,
+                 compile_named: CompileNamed | None = None) -> list[ScriptPlan]:
     """Return what compile would do to each script under OUT, in path order (write.plan's
     decisions: the same conflicts raise ObcError)."""
     scripts = list(scripts)
     jobs = {out / script.relative_path: script.job for script in scripts}
+
+    def with_jobs(named: dict[str, Path]) -> Elsewhere:
+        # The scripts of run files not given, that compile changes, show what they mean too.
+        elsewhere = compile_named(named) if compile_named else Elsewhere()
+        jobs.update((out / output.relative_path, output.job) for output in elsewhere.outputs)
+        return elsewhere
+
     return [_script_plan(change, jobs.get(change.path))
-            for change in plan_writes(out, scripts, prune=prune)]
+            for change in plan_writes(out, scripts, prune=prune, compile_named=with_jobs)]
 
 
 def _script_plan(change: Change, job: Job | None) -> ScriptPlan:
     action = ACTIONS[change.status]
     path = change.path.as_posix()
-    if action in ("remove", "keep"):
+    if action in ("remove", "foreign", "keep"):
         return ScriptPlan(path, action, note=change.reason)
     if action != "change" or job is None:
         return ScriptPlan(path, action, job=job)
@@ -254,8 +262,9 @@ def _with_file_detail(change: FieldChange, script: str, job: Job) -> FieldChange
 
 
 def totals(plans: list[ScriptPlan]) -> dict[str, int]:
-    """Return how many scripts compile would add, change, remove, and leave as they are."""
-    counts = {"add": 0, "change": 0, "remove": 0, "unchanged": 0}
+    """Return how many scripts compile would add, change, remove, and leave as they are; and
+    how many files it leaves that are not obc's (foreign)."""
+    counts = {"add": 0, "change": 0, "remove": 0, "foreign": 0, "unchanged": 0}
     for plan in plans:
         counts[plan.action if plan.action in counts else "unchanged"] += 1
     return counts
