@@ -364,3 +364,21 @@ def test_a_file_claiming_obcs_header_anywhere_under_out_fails_the_check(project,
         check.stderr.splitlines())
     assert obc("compile", "examples", "-o", "out").code == 0
     assert stray.exists()
+
+
+@pytest.mark.parametrize("named", ["/etc/passwd", "../outside.yaml", "examples/stdin.yaml",
+                                   "examples/../examples/steps-eval.yaml"])
+def test_a_header_naming_a_file_outside_or_no_file_is_never_compiled(project, obc, named):
+    # Hostile headers: an absolute path, one outside the project, a link to a device that
+    # would block a read, and a path through `..`: none is opened, each script is stale.
+    assert obc("compile", "examples", "-o", "out").code == 0
+    (project / "examples" / "stdin.yaml").symlink_to("/dev/stdin")
+    (project.parent / "outside.yaml").write_text((project / "examples/steps-eval.yaml")
+                                                 .read_text())
+    evil = plant(project / "out/evil/job.sh", claiming(named))
+    check = obc("compile", "examples/docker-qlora.yaml", "-o", "out", "--check")
+    assert check.code == 1
+    assert (f"out/evil/job.sh:1:1: error: stale: its run file {named} is gone; compile would "
+            "remove it") in check.stderr.splitlines()
+    assert obc("compile", "examples/docker-qlora.yaml", "-o", "out").code == 0
+    assert not evil.exists()
