@@ -230,7 +230,7 @@ def _unaccounted(out: Path) -> Iterator[tuple[Path, str]]:
     followed."""
     if not out.is_dir() or out.is_symlink():
         return
-    for folder, folders, files in os.walk(out):
+    for folder, folders, files in os.walk(out, onerror=_stop):
         depth = len(Path(folder).relative_to(out).parts)
         for name in sorted(folders + files):
             path = Path(folder, name)
@@ -240,6 +240,10 @@ def _unaccounted(out: Path) -> Iterator[tuple[Path, str]]:
                 yield path, "a symbolic link, where obc makes its folders"
             elif _claims_obc(path):
                 yield path, "its header claims obc wrote it, where obc writes no file"
+
+
+def _stop(error: OSError) -> None:
+    raise error  # a folder that cannot be read could hide anything: obc does not guess
 
 
 def _why_not_obcs(path: Path) -> str:
