@@ -2,9 +2,9 @@
 
 Two kinds share it: shellcheck's findings for a text (so a script shape, or an unchanged
 script, is checked once per shellcheck build), and compiled scripts by the bytes of their run
-file (so `compile --check` of an unchanged tree only hashes it). A record's name is the hash
-of everything its content depends on, so a record is never stale, only unused; any record
-can be deleted at any time. Writes go to a temporary file renamed into place, so concurrent
+file (so `compile --check` of an unchanged tree compiles nothing). A record's name is the
+hash of everything its content depends on, so a record is never stale, only unused; any
+record can be deleted at any time. Writes go to a temporary file renamed into place, so concurrent
 compiles read a whole record or none. A cache that cannot be read or written is skipped.
 
 Records (and Jinja's compiled templates, which are pickles) are read only from a folder that

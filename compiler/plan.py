@@ -206,16 +206,17 @@ class ScriptPlan:
             f": {'; '.join(what)}" if what else "")
 
 
-def plan_scripts(out: Path, scripts: Iterable[Script], *, prune: bool = False,
-                 compile_named: CompileNamed | None = None) -> list[ScriptPlan]:
+def plan_scripts(out: Path, scripts: Iterable[Script], *, compile_named: CompileNamed,
+                 prune: bool = False) -> list[ScriptPlan]:
     """Return what compile would do to each script under OUT, in path order (write.plan's
-    decisions: the same conflicts raise ObcError)."""
+    decisions, `compile_named` compiling the run files named there but not given: the same
+    conflicts raise ObcError)."""
     scripts = list(scripts)
     jobs = {out / script.relative_path: script.job for script in scripts}
 
     def with_jobs(named: dict[str, Path]) -> Elsewhere:
         # The scripts of run files not given, that compile changes, show what they mean too.
-        elsewhere = compile_named(named) if compile_named else Elsewhere()
+        elsewhere = compile_named(named)
         jobs.update((out / output.relative_path, output.job) for output in elsewhere.outputs)
         return elsewhere
 
