@@ -54,14 +54,14 @@ class Location:
 
 def private_location() -> Location:
     """Return the cache folder (default_dir), made if missing, if only the invoker can change
-    what is in it; else no folder, and why."""
+    what is in it; else no folder, and why (nothing if it just cannot be made)."""
     chosen = default_dir()
     if chosen is None:
         return Location(None)
     try:
         return Location(_private(chosen))
-    except OSError as error:
-        return Location(None, f"{chosen}: {error.strerror or error}")
+    except OSError:  # cannot be made or read: skipped, as a record that cannot be
+        return Location(None)
     except _Unsafe as error:
         return Location(None, f"{chosen}: {error}")
 

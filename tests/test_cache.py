@@ -158,3 +158,10 @@ def test_the_invokers_cache_is_made_private_and_used(project, tmp_path, obc, mon
         assert (outcome.code, REFUSED in outcome.stderr) == (0, False)
         assert stat.S_IMODE(cache.stat().st_mode) == 0o700
         assert {"findings", "outputs"} <= {path.name for path in cache.iterdir()}
+
+
+def test_a_cache_that_cannot_be_made_is_skipped_quietly(project, tmp_path, obc, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("OBC_COMPILE_CACHE", str(tmp_path / "a-file" / "obc"))
+    outcome = obc(*COMPILE)
+    assert (outcome.code, outcome.stderr) == (0, "obc: 4 written, 0 unchanged, 0 removed\n")
