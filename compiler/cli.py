@@ -201,14 +201,14 @@ def _plan(args: argparse.Namespace) -> int:
     """Print what compile would do to OUT; 0, or with --detailed-exitcode 2 if it would
     change anything. The scripts are not run through shellcheck: compile does that."""
     # Imported here: compile, the command run most, needs neither (a tenth of its imports).
-    from .plan import plan_scripts  # noqa: PLC0415
+    from .plan import SYMBOLS, plan_scripts  # noqa: PLC0415
     from .plan_report import PLAN_REPORTERS  # noqa: PLC0415
 
     plans = _compare_with_out(args, plan_scripts, shellcheck=False)
     if plans is None:
         return EXIT_INVALID
     PLAN_REPORTERS[args.format](plans, sys.stdout)
-    changed = any(plan.action in ("add", "change", "remove", "foreign") for plan in plans)
+    changed = any(plan.action in SYMBOLS for plan in plans)
     return EXIT_CHANGES if changed and args.detailed_exitcode else EXIT_OK
 
 

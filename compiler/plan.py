@@ -27,7 +27,8 @@ from .write import plan as plan_writes
 Action = Literal["add", "change", "remove", "foreign", "keep", "none"]
 ACTIONS: dict[str, Action] = {"missing": "add", "changed": "change", "stale": "remove",
                               "foreign": "foreign", "kept": "keep", "unchanged": "none"}
-# What compile would do, or (foreign: a file that is not obc's, which it leaves) not know.
+# The actions a plan shows, as it marks them: what compile would do, and a file that is not
+# obc's, which it leaves (so a plan with one is not "no changes").
 SYMBOLS = {"add": "+", "change": "~", "remove": "-", "foreign": "?"}
 Kind = Literal["changed", "added", "removed", "reordered"]
 _MISSING = object()

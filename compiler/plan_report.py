@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from . import shell
 from .bill import Bill, bill_of
-from .plan import ScriptPlan, totals
+from .plan import SYMBOLS, ScriptPlan, totals
 from .summary import labelled_lines
 from .text import visible
 
@@ -36,7 +36,7 @@ def summary_line(plans: list[ScriptPlan]) -> str:
 
 
 def _changing(plans: list[ScriptPlan]) -> list[ScriptPlan]:
-    return [plan for plan in plans if plan.action in ("add", "change", "remove", "foreign")]
+    return [plan for plan in plans if plan.action in SYMBOLS]
 
 
 def bill_lines(bill: Bill) -> list[str]:
