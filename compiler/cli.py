@@ -19,12 +19,12 @@ from typing import TypeVar
 from . import __version__
 from .diagnostics import Diagnostic, ObcError
 from .lockfile import default_lock_path, format_lock
-from .pipeline import Options, compile_files
+from .pipeline import Options, Result, compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
 from .sources import allowed_folders
 from .text import visible
-from .write import Change, apply, plan, write_atomic
+from .write import Change, Elsewhere, apply, plan, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 # `obc plan --detailed-exitcode`: changes found (no error is 2 there).
@@ -125,8 +125,9 @@ def _schema(_args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    problems = compile_files(
-        args.paths, options=Options(allowed=allowed_folders(args.allow_dir))).diagnostics
+    result = compile_files(args.paths, options=Options(allowed=allowed_folders(args.allow_dir)))
+    _warn_about_cache(result)
+    problems = result.diagnostics
     _report(args.format, problems)
     return EXIT_INVALID if problems else EXIT_OK
 
@@ -144,16 +145,44 @@ def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]],
         raise ObcError(f"{args.lock}: no such lock file")
     # shellcheck runs, and scripts compiled before are reused, only when compile_files is
     # told where the scripts go (plan needs every job itself).
-    result = compile_files(args.paths, args.out if shellcheck else None, Options(
-        allowed=allowed_folders(args.allow_dir), lock=_lock_file(args),
-        require_digests=args.require_digests, **options))
+    out = args.out if shellcheck else None
+    settings = Options(allowed=allowed_folders(args.allow_dir), lock=_lock_file(args),
+                       require_digests=args.require_digests, **options)
+    result = compile_files(args.paths, out, settings)
+    _warn_about_cache(result)
     if result.diagnostics:
         _report(args.format, result.diagnostics)
         return None
+
+    def compile_named(named: dict[str, Path]) -> Elsewhere:
+        return _compile_named(named, out, settings)
+
     try:
-        return compare(args.out, result.outputs, prune=args.prune)
+        return compare(args.out, result.outputs, prune=args.prune, compile_named=compile_named)
     except OSError as error:  # OUT or a folder in it cannot be read
         raise ObcError(f"{error.filename}: cannot read: {error.strerror or error}") from error
+
+
+def _compile_named(named: dict[str, Path], out: Path | None, options: Options) -> Elsewhere:
+    """Compile the run files named by obc's files in OUT that were not given (by the name
+    their headers give them), as those given were: together, and one by one only if that
+    fails, to tell which do not compile (their problems are not shown: a header may name any
+    file)."""
+    together = compile_files(named.values(), out, options)
+    if not together.diagnostics:
+        return Elsewhere(tuple(together.outputs))
+    each = {name: compile_files([path], out, options) for name, path in named.items()}
+    return Elsewhere(tuple(output for result in each.values() if not result.diagnostics
+                           for output in result.outputs),
+                     {name: "does not compile" for name, result in each.items()
+                      if result.diagnostics})
+
+
+def _warn_about_cache(result: Result) -> None:
+    if result.cache_refused:
+        print(f"obc: warning: not using the cache {visible(result.cache_refused)}; obc uses a "
+              "cache only if no one else can change it (yours, mode 0700), so it compiles "
+              "without one", file=sys.stderr)
 
 
 def _compile(args: argparse.Namespace) -> int:
@@ -164,7 +193,7 @@ def _compile(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args, changes)
     _report(args.format, [])
-    _report_writes(apply(changes))
+    _report_writes(apply(changes), args.out)
     return EXIT_OK
 
 
@@ -172,14 +201,14 @@ def _plan(args: argparse.Namespace) -> int:
     """Print what compile would do to OUT; 0, or with --detailed-exitcode 2 if it would
     change anything. The scripts are not run through shellcheck: compile does that."""
     # Imported here: compile, the command run most, needs neither (a tenth of its imports).
-    from .plan import plan_scripts  # noqa: PLC0415
+    from .plan import SYMBOLS, plan_scripts  # noqa: PLC0415
     from .plan_report import PLAN_REPORTERS  # noqa: PLC0415
 
     plans = _compare_with_out(args, plan_scripts, shellcheck=False)
     if plans is None:
         return EXIT_INVALID
     PLAN_REPORTERS[args.format](plans, sys.stdout)
-    changed = any(plan.action in ("add", "change", "remove") for plan in plans)
+    changed = any(plan.action in SYMBOLS for plan in plans)
     return EXIT_CHANGES if changed and args.detailed_exitcode else EXIT_OK
 
 
@@ -196,7 +225,8 @@ def _check(args: argparse.Namespace, changes: list[Change]) -> int:
     # Text output ends with one line naming the fix; annotations and JSON must stand alone.
     hint = None if args.format == "text" else f"to fix, run: {fix}"
     _report(args.format, [Diagnostic(str(change.path), change.first_changed_line(), 1, "",
-                                     _drift_message(change), hint) for change in drift])
+                                     _drift_message(change, args.out), hint)
+                                for change in drift])
     if args.diff:
         # stdout carries the diffs in text format; with json or github it carries the report.
         stream = sys.stdout if args.format == "text" else sys.stderr
@@ -209,27 +239,33 @@ def _check(args: argparse.Namespace, changes: list[Change]) -> int:
     return EXIT_INVALID
 
 
-def _drift_message(change: Change) -> str:
+def _drift_message(change: Change, out: Path) -> str:
     if change.status == "missing":
         return "missing; compile would write it"
     if change.status == "stale":
         return f"stale: {change.reason}; compile would remove it"
+    if change.status == "foreign":
+        return f"not obc's: {change.reason}; compile leaves it (move it out of {out})"
     if change.old == change.new:
         return f"has mode {change.old_mode:04o}; compile would make it {change.mode:04o}"
     return "differs from what compile would write"
 
 
-def _report_writes(done: list[Change]) -> None:
+def _report_writes(done: list[Change], out: Path) -> None:
     for change in done:
-        if change.status == "removed":
-            print(f"obc: removed {visible(str(change.path))}: {visible(change.reason)}",
+        if change.status in ("removed", "foreign"):
+            verb = "removed" if change.status == "removed" else "left, not obc's:"
+            print(f"obc: {verb} {visible(str(change.path))}: {visible(change.reason)}",
                   file=sys.stderr)
     counts = {status: sum(change.status == status for change in done)
               for status in ("written", "unchanged", "removed")}
     kept = sum(change.status == "kept" for change in done)
+    foreign = sum(change.status == "foreign" for change in done)
     print("obc: " + ", ".join(f"{n} {status}" for status, n in counts.items())
-          + (f", {kept} kept (their run files exist but were not given; --prune removes "
-             "them)" if kept else ""), file=sys.stderr)
+          + (f", {kept} kept (their run files were not given and compile to them; --prune "
+             "removes them)" if kept else "")
+          + (f", {foreign} not obc's (left as they are; --check fails until they are moved "
+             f"out of {visible(str(out))})" if foreign else ""), file=sys.stderr)
 
 
 def _lock(args: argparse.Namespace) -> int:

@@ -1,11 +1,11 @@
 """Outputs reused across runs: a run file whose bytes, name, embedded files, obc build and
 shellcheck build are all as when it last compiled (and passed the check) gives the same files
 (its job.sh, or a sweep's scripts, sweep.sh and runs.tsv), so `compile --check` of an
-unchanged tree only hashes it.
+unchanged tree only reads it and its record.
 
-A record holds, for each file, where it goes under OUT, its mode, a hash of its text (not the
-text) and where the id it is named after stands: when every file in OUT has its hash, they
-are the texts, and when one has not, the run file is compiled again.
+A record holds, for each file, where it goes under OUT, its mode, its text and where the id
+it is named after stands. It says what the run file compiles to, never what is in OUT:
+write.plan compares the files in OUT with that text, byte for byte, as with any compile.
 """
 
 from __future__ import annotations
@@ -32,19 +32,19 @@ _NAME = re.compile("[a-z0-9][a-z0-9_.-]*")
 
 @dataclass(frozen=True, slots=True)
 class Reuse:
-    """Where records are kept, what all of them depend on, and the OUT they describe."""
+    """Where records are kept, and what all of them depend on."""
 
     store: Store
     # The obc build (its code, templates and schema), the shellcheck that checked the
     # scripts and the options that decide what a run file compiles to.
     context: str
-    out: Path
 
 
 @dataclass(frozen=True, slots=True)
 class Reused:
-    """A file under OUT as its run file compiled to last time, and still is: what write.plan
-    and the duplicate-id check need of it (pipeline.Script and sweep.SweepFile say more)."""
+    """A file under OUT as its run file compiled to it last time, and so compiles to it now:
+    what write.plan and the duplicate-id check need of it (pipeline.Script and
+    sweep.SweepFile say more)."""
 
     relative_path: str
     text: str
@@ -73,8 +73,8 @@ def build_fingerprint() -> str:
 
 def lookup(reuse: Reuse, path: Path, project: Path) -> tuple[str | None, list[Reused] | None]:
     """Return the key of the run file at `path` (in the project rooted at `project`), and its
-    files as it compiled last time if the run file, every file it embeds and the files in OUT
-    are as they were then."""
+    files as it compiled last time if the run file and every file it embeds are as they
+    were then."""
     data = _read_regular(str(path))
     if data is None:
         return None, None  # the compile proper reports it
@@ -83,29 +83,24 @@ def lookup(reuse: Reuse, path: Path, project: Path) -> tuple[str | None, list[Re
     key = digest(FORMAT, "outputs", reuse.context, display_name(path), source_name(path),
                  os.path.abspath(path), os.path.realpath(path), str(project), data)
     try:
-        return key, _reused(reuse, path, reuse.store.get(key))
+        return key, _reused(path, reuse.store.get(key))
     except (KeyError, TypeError, ValueError):  # a record from elsewhere, or damaged
         return key, None
 
 
-def _reused(reuse: Reuse, path: Path, record: Any) -> list[Reused] | None:
+def _reused(path: Path, record: Any) -> list[Reused] | None:
     if record is None or record["inputs"] != _input_prints(
             path.parent, [name for name, _, _ in record["inputs"]]):
         return None
     found = []
-    for relative, mode, sha256, line, column in record["outputs"]:
+    for relative, mode, text, line, column in record["outputs"]:
         parts = relative.split("/")
         # It names a file obc writes to: never trust it blindly.
-        if len(parts) != 2 or not all(_NAME.fullmatch(part) for part in parts):
+        if len(parts) != 2 or not all(_NAME.fullmatch(part) for part in parts) or not \
+                isinstance(text, str):
             return None
-        try:
-            data = (reuse.out / relative).read_bytes()
-        except OSError:
-            return None
-        if hashlib.sha256(data).hexdigest() != sha256:
-            return None
-        found.append(Reused(relative, data.decode("utf-8"), int(mode), display_name(path),
-                            source_name(path), Mark(int(line), int(column))))
+        found.append(Reused(relative, text, int(mode), display_name(path), source_name(path),
+                            Mark(int(line), int(column))))
     return found or None
 
 
@@ -117,8 +112,7 @@ def record(outputs: Iterable[Any], inputs: list[str], directory: Path) -> \
     prints = _input_prints(directory, inputs)
     if prints is None:
         return None
-    return {"outputs": [[output.relative_path, output.mode,
-                         hashlib.sha256(output.text.encode("utf-8")).hexdigest(),
+    return {"outputs": [[output.relative_path, output.mode, output.text,
                          output.id_mark.line, output.id_mark.column] for output in outputs],
             "inputs": prints}
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from . import __version__, incremental
 from .build import Built, build_jobs, input_files
-from .cache import Store, digest
-from .cache import default_dir as cache_dir
+from .cache import Location, Store, digest, private_location
 from .check import Checked, check_scripts, find_shellcheck
 from .diagnostics import Diagnostic, ObcError
 from .expand import Expansion
@@ -66,12 +65,14 @@ class Script:
 @dataclass(slots=True)
 class Result:
     """The scripts of every valid input, the files of its sweeps, the files reused as they
-    are in OUT (incremental.py), and every problem found, sorted."""
+    compiled last time (incremental.py), every problem found, sorted, and why obc's cache
+    was not used, if it was refused."""
 
     scripts: list[Script] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sweeps: list[SweepFile] = field(default_factory=list)
     reused: list[incremental.Reused] = field(default_factory=list)
+    cache_refused: str = ""
 
     @property
     def outputs(self) -> list[Script | SweepFile | incremental.Reused]:
@@ -132,11 +133,13 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
     if options.lock is not None:
         locked, result.diagnostics = read_lock(options.lock)
         digests = locked.digests
-    cache_templates(cache_dir() if options.cache else None)
+    cache = private_location() if options.cache else Location(None)
+    root, result.cache_refused = cache.folder, cache.refused
+    cache_templates(root)
     pinned_by = options.lock if options.require_digests else None
     plan = _Plan(out is not None and not options.full_check, options.full_check,
                  options.allowed, digests, pinned_by,
-                 _reuse(out, options, options.allowed, digests, pinned_by))
+                 _reuse(out, root, options.allowed, digests, pinned_by))
     compiled = map_files(functools.partial(_compile_one, plan), run_files(paths))
     for one, _ in compiled:
         result.scripts += one.scripts
@@ -148,8 +151,7 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
                      key=lambda o: not o.relative_path.endswith(f"/{SCRIPT_NAME}"))
     result.diagnostics += _duplicate_ids(outputs)
     if out is not None and not result.diagnostics:
-        result.diagnostics += check_scripts(_to_check(out, result), Store(
-            cache_dir() if options.cache else None, "findings"))
+        result.diagnostics += check_scripts(_to_check(out, result), Store(root, "findings"))
         if not result.diagnostics and plan.reuse is not None:
             for _, memo in compiled:
                 if memo is not None:
@@ -173,16 +175,15 @@ class _Plan:
     reuse: incremental.Reuse | None
 
 
-def _reuse(out: Path | None, options: Options, *settings: object) -> incremental.Reuse | None:
-    """Outputs are reused only where they are checked (compile, not validate or plan), and
-    only with the same obc, shellcheck and `settings` (what else decides what a run file
-    compiles to)."""
-    root = cache_dir() if options.cache else None
+def _reuse(out: Path | None, root: Path | None, *settings: object) -> incremental.Reuse | None:
+    """Outputs are reused only where they are checked (compile, not validate or plan), from
+    the cache at `root`, and only with the same obc, shellcheck and `settings` (what else
+    decides what a run file compiles to)."""
     if out is None or root is None:
         return None
     return incremental.Reuse(Store(root, "outputs"), digest(
         incremental.build_fingerprint(), __version__, find_shellcheck().key,
-        repr(settings)), out)
+        repr(settings)))
 
 
 # What to keep in the cache if the check passes: a key, and the record of the outputs.

@@ -23,13 +23,15 @@ from .plan_files import describe, embedded_text
 from .recorded import rendered_again
 from .sweep import Sweep
 from .text import visible
-from .write import Change
+from .write import Change, CompileNamed, Elsewhere
 from .write import plan as plan_writes
 
-Action = Literal["add", "change", "remove", "keep", "none"]
+Action = Literal["add", "change", "remove", "foreign", "keep", "none"]
 ACTIONS: dict[str, Action] = {"missing": "add", "changed": "change", "stale": "remove",
-                              "kept": "keep", "unchanged": "none"}
-SYMBOLS = {"add": "+", "change": "~", "remove": "-"}
+                              "foreign": "foreign", "kept": "keep", "unchanged": "none"}
+# The actions a plan shows, as it marks them: what compile would do, and a file that is not
+# obc's, which it leaves (so a plan with one is not "no changes").
+SYMBOLS = {"add": "+", "change": "~", "remove": "-", "foreign": "?"}
 Kind = Literal["changed", "added", "removed", "reordered"]
 _MISSING = object()
 # The collections whose order is part of what they mean: steps run in order, and a later
@@ -270,20 +272,28 @@ class ScriptPlan:
             f": {'; '.join(what)}" if what else "")
 
 
-def plan_scripts(out: Path, scripts: Iterable[Script], *, prune: bool = False) -> \
-        list[ScriptPlan]:
+def plan_scripts(out: Path, scripts: Iterable[Script], *, compile_named: CompileNamed,
+                 prune: bool = False) -> list[ScriptPlan]:
     """Return what compile would do to each script under OUT, in path order (write.plan's
-    decisions: the same conflicts raise ObcError)."""
+    decisions, `compile_named` compiling the run files named there but not given: the same
+    conflicts raise ObcError)."""
     scripts = list(scripts)
     jobs = {out / script.relative_path: script.job for script in scripts}
+
+    def with_jobs(named: dict[str, Path]) -> Elsewhere:
+        # The scripts of run files not given, that compile changes, show what they mean too.
+        elsewhere = compile_named(named)
+        jobs.update((out / output.relative_path, output.job) for output in elsewhere.outputs)
+        return elsewhere
+
     return [_script_plan(change, jobs.get(change.path))
-            for change in plan_writes(out, scripts, prune=prune)]
+            for change in plan_writes(out, scripts, prune=prune, compile_named=with_jobs)]
 
 
 def _script_plan(change: Change, job: Job | Sweep | None) -> ScriptPlan:
     action = ACTIONS[change.status]
     path = change.path.as_posix()
-    if action in ("remove", "keep"):
+    if action in ("remove", "foreign", "keep"):
         return ScriptPlan(path, action, note=change.reason)
     if action != "change" or job is None:
         return ScriptPlan(path, action, job=job)
@@ -359,8 +369,9 @@ def _with_file_detail(change: FieldChange, script: str, job: Job | Sweep) -> Fie
 
 
 def totals(plans: list[ScriptPlan]) -> dict[str, int]:
-    """Return how many scripts compile would add, change, remove, and leave as they are."""
-    counts = {"add": 0, "change": 0, "remove": 0, "unchanged": 0}
+    """Return how many scripts compile would add, change, remove, and leave as they are; and
+    how many files it leaves that are not obc's (foreign)."""
+    counts = {"add": 0, "change": 0, "remove": 0, "foreign": 0, "unchanged": 0}
     for plan in plans:
         counts[plan.action if plan.action in counts else "unchanged"] += 1
     return counts

@@ -20,7 +20,7 @@ from . import shell
 from .bill import Bill, SlurmBill, SweepBill, bill_of
 from .meaning import DIGEST_KEY, Digest
 from .model import SweepRun
-from .plan import ScriptPlan, totals
+from .plan import SYMBOLS, ScriptPlan, totals
 from .summary import labelled_lines
 from .text import visible
 
@@ -28,16 +28,18 @@ PLAN_FORMAT = 2
 
 
 def summary_line(plans: list[ScriptPlan]) -> str:
-    """Return the totals: `1 to add, 2 to change, 0 to remove, 4 unchanged`, or no changes."""
+    """Return the totals: `1 to add, 2 to change, 0 to remove, 4 unchanged` (and how many
+    files are not obc's, if any are), or no changes."""
     counts = totals(plans)
-    if not counts["add"] + counts["change"] + counts["remove"]:
+    if not counts["add"] + counts["change"] + counts["remove"] + counts["foreign"]:
         return f"no changes ({counts['unchanged']} script(s) as compile would write them)"
+    foreign = f", {counts['foreign']} not obc's" if counts["foreign"] else ""
     return (f"{counts['add']} to add, {counts['change']} to change, {counts['remove']} to "
-            f"remove, {counts['unchanged']} unchanged")
+            f"remove{foreign}, {counts['unchanged']} unchanged")
 
 
 def _changing(plans: list[ScriptPlan]) -> list[ScriptPlan]:
-    return [plan for plan in plans if plan.action in ("add", "change", "remove")]
+    return [plan for plan in plans if plan.action in SYMBOLS]
 
 
 def bill_lines(bill: Bill | SweepBill) -> list[str]:

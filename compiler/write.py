@@ -4,6 +4,11 @@ The files are OUT/<id>/job.sh, and a sweep's OUT/<id>/sweep.sh and runs.tsv. obc
 file only if it carries obc's generated-file header (its second line). It never writes over,
 deletes or follows anything else; each write goes to a temporary file in the same folder
 and is renamed into place, so a file is always either old or new, never half-written.
+
+Every file under OUT is accounted for: one the inputs produce is compared byte for byte; an
+obc file they do not produce is kept only if the run file its header names compiles to
+exactly its bytes; and anything else where obc writes, or claiming obc's header anywhere
+under OUT, is reported as not obc's (`--check` fails), but left as it is.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ import itertools
 import os
 import stat
 import tempfile
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -31,7 +36,11 @@ HEADER_SUFFIX = ". DO NOT EDIT."
 # The files obc writes in each folder of OUT, and so the only ones it may find stale there.
 OUT_FILES = (SCRIPT_NAME, SWEEP_SCRIPT, RUNS_TABLE)
 
-Status = Literal["written", "unchanged", "removed", "changed", "missing", "stale", "kept"]
+# How a file claiming obc wrote it starts: the header, on line 1 or 2.
+CLAIM = GENERATED_PREFIX.split(" from ")[0].encode()
+
+Status = Literal["written", "unchanged", "removed", "changed", "missing", "stale", "kept",
+                 "foreign"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +52,7 @@ class Change:
     old: bytes | None = None
     new: bytes | None = None
     old_mode: int = SCRIPT_MODE
-    # For an obc script no input produced: why it is stale, or kept.
+    # For a file no input produced: why it is stale, kept, or not obc's (foreign).
     reason: str = ""
     # The mode obc writes the file with.
     mode: int = SCRIPT_MODE
@@ -104,10 +113,32 @@ class Output(Protocol):
     def folder(self) -> str: ...
 
 
-def plan(out: Path, scripts: Iterable[Output], *, prune: bool = False) -> list[Change]:
-    """Compare OUT with `scripts`: changed, missing, unchanged, stale and kept files, in path
-    order. An obc file that no input produced is stale when its run file is gone, or was
-    compiled now into other files; with `prune`, always; else it is kept.
+@dataclass(frozen=True, slots=True)
+class Elsewhere:
+    """What run files not given compile to: those named by obc's files under OUT."""
+
+    outputs: tuple[Output, ...] = ()
+    # Each of them that did not compile, by the name its scripts' headers give it: why not.
+    problems: Mapping[str, str] = field(default_factory=dict)
+
+
+# Compiles the run files named by obc's files under OUT (header name → path) that were not
+# given, with the options of the inputs that were.
+CompileNamed = Callable[[dict[str, Path]], Elsewhere]
+
+
+def _compile_nothing(named: dict[str, Path]) -> Elsewhere:
+    return Elsewhere(problems=dict.fromkeys(named, "was not compiled"))
+
+
+def plan(out: Path, scripts: Iterable[Output], *, prune: bool = False,
+         compile_named: CompileNamed = _compile_nothing) -> list[Change]:
+    """Compare OUT with `scripts`: changed, missing, unchanged, stale, kept and foreign files,
+    in path order. An obc file that no input produced is stale when its run file is gone,
+    does not compile (`compile_named` compiles it) or compiles to other files; with `prune`,
+    always. It is kept when its run file was not given and compiles to exactly its bytes and
+    mode, and changed when to other ones. Any other file where obc writes, or claiming obc's
+    header elsewhere under OUT, is foreign.
 
     Raises ObcError, naming every such path, if anything that is not obc's (a link, a folder,
     a file without the header) stands where a script must go: obc writes nothing then.
@@ -126,29 +157,112 @@ def plan(out: Path, scripts: Iterable[Output], *, prune: bool = False) -> list[C
     for script in scripts:
         folders = compiled.setdefault(script.source_file, [])
         folders += [] if script.folder in folders else [script.folder]
+    found = [(path, reason) for path, reason in _unaccounted(out) if path not in wanted]
+    changes += [Change(path, "foreign", reason=reason) for path, reason in found if reason]
+    unproduced = [Change(path, "stale", path.read_bytes()) for path, reason in found
+                  if not reason]
     root = names_root(out)
-    changes += [_unproduced(root, path, compiled, prune)
-                for path in _obc_files(out) if path not in wanted]
+    named = {source: root / source for change in unproduced
+             if (source := change.source()) and source not in compiled
+             and _names_a_file(root, source)}
+    elsewhere = compile_named(named) if named and not prune else Elsewhere()
+    producers = _Producers(root, compiled, elsewhere.problems, {
+        out / output.relative_path: (output.text.encode(), output.mode)
+        for output in elsewhere.outputs if output.source_file in named})
+    changes += [_unproduced(change, producers, prune) for change in unproduced]
     return sorted(changes, key=lambda change: str(change.path))
 
 
-def _unproduced(root: Path, path: Path, compiled: dict[str, list[str]], prune: bool) -> Change:
-    """What becomes of an obc script that no input produced this time (`root`: what the run
-    file in its header is relative to)."""
-    old = path.read_bytes()
-    source = Change(path, "stale", old).source()
-    if prune:
-        return Change(path, "stale", old, reason="not produced by these inputs (--prune)")
+@dataclass(frozen=True, slots=True)
+class _Producers:
+    """The run files that obc's files under OUT name, as far as they are known: `compiled`,
+    those given, by the folders they made; and of those not given, `problems`, why each
+    that does not compile does not, and `produced`, the bytes and mode of each file they make,
+    by path. The names are relative to `root`."""
+
+    root: Path
+    compiled: dict[str, list[str]]
+    problems: Mapping[str, str]
+    produced: dict[Path, tuple[bytes, int]]
+
+
+def _unproduced(change: Change, producers: _Producers, prune: bool) -> Change:
+    """What becomes of an obc file that no input given produced this time (`change`: it as
+    stale): it stays stale, or it is kept or changed as its run file, not given, makes it."""
+    why = "not produced by these inputs (--prune)" if prune else _why_stale(
+        change.path, change.source(), producers)
+    if why:
+        return replace(change, reason=why)
+    compared = _compare(change.path, *producers.produced[change.path])
+    if compared.status == "changed":
+        return compared
+    return replace(compared, status="kept", reason=f"its run file {change.source()} was not "
+                   "given; it compiles to these bytes")
+
+
+def _why_stale(path: Path, source: str | None, producers: _Producers) -> str | None:
+    """Why an obc file that no input given produced is stale; None if its run file, not
+    given, makes it."""
     if source is None:
-        return Change(path, "stale", old, reason="its header names no run file")
-    if not (root / source).is_file():
-        return Change(path, "stale", old, reason=f"its run file {source} is gone")
-    if source in compiled and len(compiled[source]) == 1:
-        return Change(path, "stale", old, reason=f"its run file {source} now has id "
-                      f"'{compiled[source][0]}'")
-    if source in compiled:
-        return Change(path, "stale", old, reason=f"its run file {source} no longer makes it")
-    return Change(path, "kept", old, reason=f"its run file {source} was not given")
+        return "its header names no run file"
+    if source not in producers.compiled and not _names_a_file(producers.root, source):
+        return f"its run file {source} is gone"
+    if len(producers.compiled.get(source, [])) == 1:
+        return f"its run file {source} now has id '{producers.compiled[source][0]}'"
+    if source in producers.problems:
+        return f"its run file {source} {producers.problems[source]}"
+    if path not in producers.produced:
+        return f"its run file {source} no longer makes it"
+    return None
+
+
+def _names_a_file(root: Path, source: str) -> bool:
+    """Whether a header's run file name is a path inside `root` (relative, no `..`) that is
+    a file: only such a name is compiled to see whether it makes the file."""
+    name = Path(source)
+    return not name.is_absolute() and ".." not in name.parts and (root / name).is_file()
+
+
+def _unaccounted(out: Path) -> Iterator[tuple[Path, str]]:
+    """Every file under OUT that obc must account for: each obc file where obc writes, with
+    no reason; and with why it is not obc's, anything else there (a link, a folder, a file
+    without the header) and any file elsewhere that claims obc's header. Links are not
+    followed."""
+    if not out.is_dir() or out.is_symlink():
+        return
+    for folder, folders, files in os.walk(out, onerror=_stop):
+        depth = len(Path(folder).relative_to(out).parts)
+        for name in sorted(folders + files):
+            path = Path(folder, name)
+            if depth == 1 and name in OUT_FILES:
+                yield path, "" if is_obc_file(path) else _why_not_obcs(path)
+            elif depth == 0 and path.is_symlink() and path.is_dir():
+                yield path, "a symbolic link, where obc makes its folders"
+            elif _claims_obc(path):
+                yield path, "its header claims obc wrote it, where obc writes no file"
+
+
+def _stop(error: OSError) -> None:
+    raise error  # a folder that cannot be read could hide anything: obc does not guess
+
+
+def _why_not_obcs(path: Path) -> str:
+    if path.is_symlink():
+        return "a symbolic link, where obc writes its files"
+    if not stat.S_ISREG(path.lstat().st_mode):
+        return "not a regular file, where obc writes its files"
+    return "it has no generated-file header, where obc writes its files"
+
+
+def _claims_obc(path: Path) -> bool:
+    """Whether `path` is a regular file (not a link) with obc's header on line 1 or 2."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return False
+        with path.open("rb") as stream:
+            return any(CLAIM in stream.readline(4096) for _ in range(2))
+    except OSError:
+        return False
 
 
 def _conflict(out: Path, path: Path) -> str | None:
@@ -170,13 +284,6 @@ def _compare(path: Path, new: bytes, mode: int) -> Change:
     old, old_mode = path.read_bytes(), stat.S_IMODE(path.stat().st_mode)
     return Change(path, "unchanged" if old == new and old_mode == mode else "changed", old,
                   new, old_mode, mode=mode)
-
-
-def _obc_files(out: Path) -> list[Path]:
-    if not out.is_dir() or out.is_symlink():
-        return []
-    return sorted(path for folder in out.iterdir() if folder.is_dir() and not folder.is_symlink()
-                  for path in (folder / name for name in OUT_FILES) if is_obc_file(path))
 
 
 def apply(changes: list[Change]) -> list[Change]:

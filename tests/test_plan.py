@@ -239,7 +239,8 @@ def test_plan_of_an_unchanged_tree_says_no_changes(tmp_path):
     assert github.stdout == f"#### obc plan: {NO_CHANGES}\n"
     document = json.loads(obc(tmp_path, "plan", "examples", "-o", "out", "--format",
                               "json").stdout)
-    assert document["totals"] == {"add": 0, "change": 0, "remove": 0, "unchanged": EXAMPLES}
+    assert document["totals"] == {"add": 0, "change": 0, "remove": 0, "foreign": 0,
+                                  "unchanged": EXAMPLES}
     assert {script["action"] for script in document["scripts"]} == {"none"}
     assert all(script["bill"] for script in document["scripts"]
                if not script["path"].endswith("/runs.tsv"))  # a table: it does nothing
