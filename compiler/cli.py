@@ -240,7 +240,7 @@ def _lock(args: argparse.Namespace) -> int:
     lock_file = _lock_file(args)
     resolver = resolve_with_skopeo if args.skopeo else resolve
     if args.check:
-        problems = check_lock(args.paths, lock_file, resolver)
+        problems = check_lock(args.paths, lock_file, resolver, allowed_folders(args.allow_dir))
         _report(args.format, problems)
         if problems:
             fix = ["obc", "lock", *map(str, args.paths), *_lock_option(args), "--update"]
@@ -249,7 +249,8 @@ def _lock(args: argparse.Namespace) -> int:
             return EXIT_INVALID
         print(f"obc: {lock_file} is up to date", file=sys.stderr)
         return EXIT_OK
-    result = lock_images(args.paths, lock_file, resolver, update=args.update)
+    result = lock_images(args.paths, lock_file, resolver, update=args.update,
+                         allowed=allowed_folders(args.allow_dir))
     _report(args.format, result.diagnostics)
     if result.diagnostics:
         print(f"obc: {lock_file} left as it was", file=sys.stderr)

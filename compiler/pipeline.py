@@ -130,7 +130,7 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
     result = Result()
     digests: dict[str, str] = {}
     if options.lock is not None:
-        locked, result.diagnostics = read_lock(options.lock)
+        locked, result.diagnostics = read_lock(options.lock, options.allowed)
         digests = locked.digests
     cache_templates(cache_dir() if options.cache else None)
     pinned_by = options.lock if options.require_digests else None
