@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 import urllib.parse
@@ -22,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.registry import MAX_MANIFEST, ResolveError, resolve
+from tests.engines import wait_until
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 MANIFEST = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}).encode()
@@ -290,6 +292,23 @@ def test_a_slow_answer_ends_at_the_deadline(obc, stubs, tmp_path, monkeypatch,
                           "was written\n"
     assert took < 2 + MARGIN
     assert not Path("obc.lock").exists()
+
+
+def test_the_deadline_stops_skopeo_too(obc, tmp_path, monkeypatch) -> None:
+    # A skopeo that never answers (it sleeps as itself, so its pid is the one obc kills).
+    monkeypatch.chdir(tmp_path)
+    programs = tmp_path / "bin"
+    programs.mkdir()
+    (programs / "skopeo").write_text(f"#!/bin/sh\necho $$ > {tmp_path}/skopeo.pid\n"
+                                     "exec sleep 600\n")
+    (programs / "skopeo").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{programs}:{os.environ['PATH']}")
+    done, took = lock_run(obc, "127.0.0.1:5000/a:1", "--skopeo", "--timeout", "2")
+    assert (done.code, took < 2 + MARGIN) == (2, True), done
+    assert "did not finish in 2 s" in done.stderr
+    pid = int((tmp_path / "skopeo.pid").read_text())
+    # Killed and reaped: subprocess.run kills its child on any exception, then waits.
+    wait_until(lambda: not Path(f"/proc/{pid}").exists(), "obc to kill skopeo", timeout=MARGIN)
 
 
 def test_a_short_body_is_an_error_not_a_digest(stubs) -> None:
