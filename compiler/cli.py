@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -92,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="resolve every tag again, not only those the lock lacks")
     lock.add_argument("--skopeo", action="store_true",
                       help="resolve with `skopeo inspect`, which uses your registry logins")
-    lock.add_argument("--allow-realm", action="append", default=[], metavar="HOST",
+    lock.add_argument("--allow-realm", action="append", type=_host_name, default=[],
+                      metavar="HOST",
                       help="a host other than the registry's whose token service obc may ask "
                            "for a pull token (repeatable; Docker Hub's is known)")
     lock.add_argument("--timeout", type=_seconds, default=LOCK_DEADLINE, metavar="SECONDS",
@@ -146,6 +148,13 @@ def _seconds(text: str) -> float:
     if not 0 < seconds < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
     return seconds
+
+
+def _host_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9.-]+", text):
+        raise argparse.ArgumentTypeError(f"expected a host name (no scheme, port or path), "
+                                         f"got {text!r}")
+    return text.lower()
 
 
 def _lock_file(args: argparse.Namespace) -> Path:
@@ -256,7 +265,7 @@ def _lock(args: argparse.Namespace) -> int:
 
     lock_file = _lock_file(args)
     resolver = resolve_with_skopeo if args.skopeo else functools.partial(
-        resolve, allowed_realms=frozenset(host.lower() for host in args.allow_realm))
+        resolve, allowed_realms=frozenset(args.allow_realm))
     if args.check:
         with deadline(args.timeout):
             problems = check_lock(args.paths, lock_file, resolver,

@@ -22,7 +22,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.registry import MAX_MANIFEST, ResolveError, resolve
+from compiler.registry import (
+    MAX_MANIFEST,
+    ResolveError,
+    _check_realm,
+    parse_reference,
+    resolve,
+)
 from tests.engines import wait_until
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -228,6 +234,29 @@ def test_obc_lock_asks_a_foreign_realm_only_when_told_to(obc, stubs, tmp_path,
 def test_a_timeout_is_a_number_of_seconds(obc, seconds: str) -> None:
     with pytest.raises(SystemExit) as stop:
         obc("lock", "runs", "--timeout", seconds)
+    assert stop.value.code == 2
+
+
+@pytest.mark.parametrize(("realm", "asked"), [
+    ("https://auth.docker.io/token", True),
+    ("https://auth.docker.io:8443/token", True),
+    ("http://auth.docker.io/token", False),
+    ("https://auth.docker.io.example.com/token", False),
+    ("https://registry-1.docker.io/token", True),
+])
+def test_docker_hub_may_send_obc_to_its_own_token_service_only(realm: str, asked: bool) -> None:
+    hub = parse_reference("ubuntu:24.04")
+    if asked:
+        _check_realm(hub, realm, frozenset())
+    else:
+        with pytest.raises(ResolveError, match="on another host or scheme"):
+            _check_realm(hub, realm, frozenset())
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2:5000", "http://127.0.0.2", "", "a/b"])
+def test_an_allowed_realm_is_a_host_name(obc, host: str) -> None:
+    with pytest.raises(SystemExit) as stop:
+        obc("lock", "runs", "--allow-realm", host)
     assert stop.value.code == 2
 
 
