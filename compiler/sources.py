@@ -1,6 +1,6 @@
-"""The files a run file names: `files:` sources and an Axolotl config file, and the run files
-themselves. Each must be a regular file inside the project once links are resolved, and what
-one run file embeds is bounded.
+"""The files a run file names: `files:` sources and an Axolotl config file, the run files
+themselves, and obc.lock. Each must be a regular file inside the project once links are
+resolved, and what one run file embeds is bounded.
 
 The project is the git work tree that holds the run file (the nearest folder above it with a
 `.git` entry; git itself is not run), or the run file's folder when there is none; `obc
