@@ -9,7 +9,9 @@ error, 2 changes.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -31,6 +33,7 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 EXIT_CHANGES = 2
 DETAILED = "--detailed-exitcode"
 LOCK_MODE = 0o644
+LOCK_DEADLINE = 300  # seconds for a whole `obc lock` (--timeout)
 T = TypeVar("T")
 
 
@@ -90,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="resolve every tag again, not only those the lock lacks")
     lock.add_argument("--skopeo", action="store_true",
                       help="resolve with `skopeo inspect`, which uses your registry logins")
+    lock.add_argument("--allow-realm", action="append", type=_host_name, default=[],
+                      metavar="HOST",
+                      help="a host other than the registry's whose token service obc may ask "
+                           "for a pull token (repeatable; Docker Hub's is known)")
+    lock.add_argument("--timeout", type=_seconds, default=LOCK_DEADLINE, metavar="SECONDS",
+                      help=f"give up when the whole run takes longer (default {LOCK_DEADLINE})")
     commands.add_parser("validate", parents=[inputs], help="check run files, write nothing")
     commands.add_parser("schema", help="print the JSON Schema of the run file")
     return parser
@@ -130,6 +139,23 @@ def _validate(args: argparse.Namespace) -> int:
     problems = result.diagnostics
     _report(args.format, problems)
     return EXIT_INVALID if problems else EXIT_OK
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return seconds
+
+
+def _host_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9.-]+", text):
+        raise argparse.ArgumentTypeError(f"expected a host name (no scheme, port or path), "
+                                         f"got {text!r}")
+    return text.lower()
 
 
 def _lock_file(args: argparse.Namespace) -> Path:
@@ -271,12 +297,15 @@ def _report_writes(done: list[Change], out: Path) -> None:
 def _lock(args: argparse.Namespace) -> int:
     # Only `obc lock` loads the network code (urllib, ssl): compile and validate never need it.
     from .lock import check_lock, lock_images  # noqa: PLC0415
-    from .registry import resolve, resolve_with_skopeo  # noqa: PLC0415
+    from .registry import deadline, resolve, resolve_with_skopeo  # noqa: PLC0415
 
     lock_file = _lock_file(args)
-    resolver = resolve_with_skopeo if args.skopeo else resolve
+    resolver = resolve_with_skopeo if args.skopeo else functools.partial(
+        resolve, allowed_realms=frozenset(args.allow_realm))
     if args.check:
-        problems = check_lock(args.paths, lock_file, resolver)
+        with deadline(args.timeout):
+            problems = check_lock(args.paths, lock_file, resolver,
+                                  allowed_folders(args.allow_dir))
         _report(args.format, problems)
         if problems:
             fix = ["obc", "lock", *map(str, args.paths), *_lock_option(args), "--update"]
@@ -285,7 +314,9 @@ def _lock(args: argparse.Namespace) -> int:
             return EXIT_INVALID
         print(f"obc: {lock_file} is up to date", file=sys.stderr)
         return EXIT_OK
-    result = lock_images(args.paths, lock_file, resolver, update=args.update)
+    with deadline(args.timeout):
+        result = lock_images(args.paths, lock_file, resolver, update=args.update,
+                             allowed=allowed_folders(args.allow_dir))
     _report(args.format, result.diagnostics)
     if result.diagnostics:
         print(f"obc: {lock_file} left as it was", file=sys.stderr)

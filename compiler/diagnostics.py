@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .text import visible
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class Diagnostic:
@@ -30,17 +32,9 @@ class Diagnostic:
         """Return the diagnostic in the `FILE:LINE:COL: error: FIELD: message` form."""
         where = f"{self.file}:{self.line}:{self.column}: error: "
         what = f"{self.field}: {self.message}" if self.field else self.message
-        return printable(where + what) + (f"\n  hint: {printable(self.hint)}" if self.hint else "")
-
-
-# C0 and C1 controls, DEL, and the line and paragraph separators.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def printable(text: str) -> str:
-    """Return `text` with control characters escaped: a diagnostic is one line on a terminal,
-    and text from a run file must not move the cursor or recolour it."""
-    return _CONTROL.sub(lambda match: ascii(match.group())[1:-1], text)
+        # One line on a terminal: text from a run file must not move the cursor, recolour
+        # it or hide in it.
+        return visible(where + what) + (f"\n  hint: {visible(self.hint)}" if self.hint else "")
 
 
 class ObcError(Exception):

@@ -32,10 +32,11 @@ class LockResult:
 
 
 def lock_images(paths: Iterable[Path], lock_file: Path, resolve: Resolver, *,
-                update: bool) -> LockResult:
+                update: bool, allowed: tuple[Path, ...] = ()) -> LockResult:
     """Lock every tag the run files use: keep the digests already locked (all resolved again
-    with `update`), resolve the others, drop the entries no run file uses."""
-    tags, lock, problems = _read_inputs(paths, lock_file)
+    with `update`), resolve the others, drop the entries no run file uses. `allowed`: the
+    folders outside the project that may be read (--allow-dir)."""
+    tags, lock, problems = _read_inputs(paths, lock_file, allowed)
     if problems:
         return LockResult(lock.digests, diagnostics=problems)
     wanted = [image for image in sorted(tags) if update or image not in lock.digests]
@@ -46,10 +47,11 @@ def lock_images(paths: Iterable[Path], lock_file: Path, resolve: Resolver, *,
     return LockResult(lock.digests, digests)
 
 
-def check_lock(paths: Iterable[Path], lock_file: Path, resolve: Resolver) -> list[Diagnostic]:
+def check_lock(paths: Iterable[Path], lock_file: Path, resolve: Resolver,
+               allowed: tuple[Path, ...] = ()) -> list[Diagnostic]:
     """Every way the lock differs from what `obc lock --update` would write: tags that moved,
     tags missing from it, entries no run file uses."""
-    tags, lock, problems = _read_inputs(paths, lock_file)
+    tags, lock, problems = _read_inputs(paths, lock_file, allowed)
     if problems:
         return problems
     locked = [image for image in sorted(tags) if image in lock.digests]
@@ -65,19 +67,20 @@ def check_lock(paths: Iterable[Path], lock_file: Path, resolve: Resolver) -> lis
     return sorted(problems)
 
 
-def _read_inputs(paths: Iterable[Path], lock_file: Path) -> tuple[Tags, Lock,
-                                                                   list[Diagnostic]]:
-    tags, problems = find_tags(paths)
-    lock, lock_problems = read_lock(lock_file)
+def _read_inputs(paths: Iterable[Path], lock_file: Path,
+                 allowed: tuple[Path, ...]) -> tuple[Tags, Lock, list[Diagnostic]]:
+    tags, problems = find_tags(paths, allowed)
+    lock, lock_problems = read_lock(lock_file, allowed)
     return tags, lock, sorted(problems + lock_problems)
 
 
-def find_tags(paths: Iterable[Path]) -> tuple[Tags, list[Diagnostic]]:
+def find_tags(paths: Iterable[Path],
+              allowed: tuple[Path, ...] = ()) -> tuple[Tags, list[Diagnostic]]:
     """The image tags (not pinned by digest) the run files use, and their problems."""
     tags: Tags = {}
     problems: list[Diagnostic] = []
     for path in run_files(paths):
-        built = build_jobs(path, {})
+        built = build_jobs(path, {}, allowed)
         problems += built.problems
         for source, job in built.jobs:
             image = lockable_image(job)

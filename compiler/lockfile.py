@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .diagnostics import Diagnostic, ObcError
-from .load import Source
+from .load import MAX_FILE_BYTES, Source
 from .model import Job
 from .project import git_work_tree
+from .sources import SourceError, TooLargeError, decode_text, find_project, read_inside
 
 LOCK_NAME = "obc.lock"
 HEADER = (
@@ -51,15 +52,21 @@ def default_lock_path(paths: Iterable[Path]) -> Path:
     return Path(os.path.relpath(root / LOCK_NAME)) if root else Path(LOCK_NAME)
 
 
-def read_lock(path: Path) -> tuple[Lock, list[Diagnostic]]:
-    """Read a lock file; a missing one is an empty lock."""
-    lock, problems = Lock(str(path)), []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+def read_lock(path: Path, allowed: tuple[Path, ...] = ()) -> tuple[Lock, list[Diagnostic]]:
+    """Read a lock file as obc reads every file it is given: a regular file in its project
+    (allowed: the folders of --allow-dir), of at most MAX_FILE_BYTES of UTF-8 text, checked
+    before it is opened. A missing one is an empty lock."""
+    lock = Lock(str(path))
+    if not os.path.lexists(path):
         return lock, []
-    except (OSError, UnicodeDecodeError) as error:
-        raise ObcError(f"{path}: cannot read the lock file: {error}") from error
+    try:
+        text = decode_text(read_inside(find_project(path, allowed), path, MAX_FILE_BYTES))
+    except SourceError as error:
+        limit = f"; a lock file holds at most {MAX_FILE_BYTES:,} bytes" \
+            if isinstance(error, TooLargeError) else ""
+        return lock, [Diagnostic(lock.file, 1, 1, "", f"this lock file {error}{limit}",
+                                 error.hint)]
+    problems = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
             continue

@@ -131,7 +131,7 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
     result = Result()
     digests: dict[str, str] = {}
     if options.lock is not None:
-        locked, result.diagnostics = read_lock(options.lock)
+        locked, result.diagnostics = read_lock(options.lock, options.allowed)
         digests = locked.digests
     cache = private_location() if options.cache else Location(None)
     root, result.cache_refused = cache.folder, cache.refused

@@ -1,6 +1,6 @@
-"""The files a run file names: `files:` sources and an Axolotl config file, and the run files
-themselves. Each must be a regular file inside the project once links are resolved, and what
-one run file embeds is bounded.
+"""The files a run file names: `files:` sources and an Axolotl config file, the run files
+themselves, and obc.lock. Each must be a regular file inside the project once links are
+resolved, and what one run file embeds is bounded.
 
 The project is the git work tree that holds the run file (the nearest folder above it with a
 `.git` entry; git itself is not run), or the run file's folder when there is none; `obc
@@ -23,8 +23,9 @@ from .project import git_work_tree
 # What one run file may embed, all its files together: an Axolotl config and a few plugins
 # are tens of KB. Checked against each file's size before it is read.
 MAX_EMBEDDED_BYTES = 1024 * 1024
-OUTSIDE_HINT = ("obc reads only files of the run file's project (its git work tree, or its "
-                "folder); move the file in, or allow its folder with obc --allow-dir DIR")
+OUTSIDE_HINT = ("obc reads only files of the project (the git work tree, or else the folder, "
+                "of the run file or obc.lock); move the file in, or allow its folder with "
+                "obc --allow-dir DIR")
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"))
@@ -99,6 +100,27 @@ def check_regular(resolved: Path) -> os.stat_result:
     return info
 
 
+class TooLargeError(SourceError):
+    """The file holds more bytes than the reader takes; `size` is as many as were seen."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"is {size:,} bytes")
+        self.size = size
+
+
+def read_inside(project: Project, path: Path, limit: int) -> bytes:
+    """Return the bytes of the regular file at `path`, if it is in the project and holds at
+    most `limit` bytes; raise SourceError (TooLargeError) without reading more than that."""
+    resolved = check_inside(project, path)
+    info = check_regular(resolved)
+    if info.st_size > limit:
+        raise TooLargeError(info.st_size)
+    data = _read_at_most(resolved, info, limit)
+    if len(data) > limit:  # it grew, or the system does not know its size (/proc)
+        raise TooLargeError(len(data))
+    return data
+
+
 class Embedding:
     """Reads the files one run file embeds, within MAX_EMBEDDED_BYTES for all of them."""
 
@@ -109,16 +131,12 @@ class Embedding:
     def read(self, path: Path) -> str:
         """Return the text of the file at `path`; raise SourceError (BudgetError when the
         budget is spent) without reading more than the budget allows."""
-        resolved = check_inside(self.project, path)
-        info = check_regular(resolved)
-        left = MAX_EMBEDDED_BYTES - self.used
-        if info.st_size > left:
-            raise self._over_budget(info.st_size)
-        data = _read_at_most(resolved, info, left)
-        if len(data) > left:
-            raise self._over_budget(len(data))
+        try:
+            data = read_inside(self.project, path, MAX_EMBEDDED_BYTES - self.used)
+        except TooLargeError as error:
+            raise self._over_budget(error.size) from None
         self.used += len(data)
-        return _decode(data)
+        return decode_text(data)
 
     def _over_budget(self, size: int) -> BudgetError:
         already = f", after {self.used:,} bytes of other files" if self.used else ""
@@ -140,9 +158,10 @@ def _read_at_most(resolved: Path, info: os.stat_result, limit: int) -> bytes:
         raise SourceError(error.strerror or str(error)) from error
 
 
-def _decode(data: bytes) -> str:
+def decode_text(data: bytes) -> str:
+    """Return the bytes of a file read as UTF-8 text; raise SourceError if they are not."""
     if b"\0" in data:
-        raise SourceError("contains a NUL byte; only text files can be embedded")
+        raise SourceError("contains a NUL byte; obc reads only text files")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

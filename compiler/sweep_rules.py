@@ -71,14 +71,14 @@ def describe(member: Member) -> str:
 
 def shared_folders(runs: Iterable[tuple[Member, Job]]) -> list[Diagnostic]:
     """Runs that would write to one folder: the same run dir, or the same absolute Axolotl
-    output_dir (a relative one is in each run's own run dir)."""
-    run_dirs: dict[str, list[tuple[Member, Job]]] = {}
-    outputs: dict[str, list[tuple[Member, Job]]] = {}
+    output_dir (a relative one is in each run's own run dir), however each is written."""
+    run_dirs: dict[str, list[tuple[Member, str]]] = {}
+    outputs: dict[str, list[tuple[Member, str]]] = {}
     for member, job in runs:
-        run_dirs.setdefault(job.run_dir, []).append((member, job))
+        run_dirs.setdefault(folder_key(job.run_dir), []).append((member, job.run_dir))
         output = _output_dir(job)
         if isinstance(output, str) and output.startswith(("/", "~", "${")):
-            outputs.setdefault(output, []).append((member, job))
+            outputs.setdefault(folder_key(output), []).append((member, output))
     problems = [_shared(same, ("paths", "run_dir"), "share the run dir {}", run_dir,
                         "leave paths.run_dir to its default (~/overbrainer/runs/<id>), or "
                         "set it in an axis")
@@ -90,15 +90,30 @@ def shared_folders(runs: Iterable[tuple[Member, Job]]) -> list[Diagnostic]:
     return problems
 
 
-def _shared(same: list[tuple[Member, Job]], path: Path_, what: str, folder: str,
+def folder_key(path: str) -> str:
+    """Return the folder `path` names, as sweeps compare folders: `~` as ${HOME}, then `.`,
+    `..` and repeated or trailing slashes resolved as text. Links on the machine are not seen
+    (`a/..` is taken for the folder `a` is in, so two spellings are at worst refused)."""
+    if path == "~" or path.startswith("~/"):
+        path = "${HOME}" + path[1:]
+    normal = posixpath.normpath(path)
+    # POSIX leaves a leading `//` to the system; on Linux it is `/`.
+    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
+
+
+def _shared(same: list[tuple[Member, str]], path: Path_, what: str, folder: str,
             hint: str) -> Diagnostic:
-    """One problem for the runs in `same`: `what` they do, with {} for the folder."""
+    """One problem for the runs in `same`: `what` they do, with {} for the folder, and each
+    way the runs write it when that is not the folder as shown."""
     first = same[0][0]
     assert first.source is not None
     names = ", ".join(member.id for member, _ in same[:3])
     more = f" and {len(same) - 3} more" if len(same) > 3 else ""
-    return first.source.problem(path, f"runs {names}{more} {what.format(show(folder))}; "
-                                "each run of a sweep needs its own", hint)
+    spellings = list(dict.fromkeys(written for _, written in same))
+    written = f" (written {', '.join(map(show, spellings[:3]))})" \
+        if spellings != [folder] else ""
+    return first.source.problem(path, f"runs {names}{more} {what.format(show(folder))}"
+                                f"{written}; each run of a sweep needs its own", hint)
 
 
 def _output_dir(job: Job) -> Any:
@@ -108,7 +123,7 @@ def _output_dir(job: Job) -> Any:
     if job.checkpoints is not None:
         folder = job.checkpoints
         return None if folder.host_base is None else \
-            posixpath.normpath(posixpath.join(folder.host_base, folder.host_rest))
+            posixpath.join(folder.host_base, folder.host_rest)
     config = next((f for f in job.files if f.path == AXOLOTL_CONFIG_NAME), None)
     if config is None:
         return None

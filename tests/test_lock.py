@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from compiler.lockfile import HEADER
+from tests.diagnostics.corpus import unblocked
 from tests.engines import Engine, trainer_records
 from tests.registry import (
     DOCKER_LIST,
@@ -365,3 +366,75 @@ def test_lock_and_compile_report_problems_of_their_inputs_and_write_nothing(obc)
     done = obc("compile", "runs", "-o", "out", "--lock", "absent.lock")
     assert (done.code, done.stderr) == (2, "obc: error: absent.lock: no such lock file\n")
     assert not OUT.exists()
+
+
+# --- obc.lock is read like every other file obc is given (issue 18, F3) ----------------
+
+SECRET = "deploy-key-line-1 do-not-print"
+
+
+@pytest.fixture
+def secret(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file outside the project (the test's folder) that must never be read."""
+    path = tmp_path_factory.mktemp("secrets") / "deploy-key"
+    path.write_text(f"{SECRET}\n")
+    return path
+
+
+def assert_lock_refused(done, because: str) -> None:
+    said = done.stdout + done.stderr
+    assert done.code == 1, done
+    assert f"obc.lock:1:1: error: this lock file {because}" in said or \
+        f"::error file=obc.lock,line=1,col=1,title=obc::this lock file {because}" in said, said
+    assert SECRET not in said
+
+
+def test_a_lock_linked_to_a_file_outside_the_project_is_not_read(obc, secret: Path) -> None:
+    # The review's: the secret's first line went into the CI log as an annotation.
+    write_run("a", "team/trainer:1")
+    LOCK.symlink_to(secret)
+    for command in (["compile", "runs", "-o", "out", "--check", "--format", "github"],
+                    ["plan", "runs", "-o", "out"], ["lock", "runs", "--check"]):
+        assert_lock_refused(obc(*command), "is a symbolic link to a file outside the project")
+    assert not OUT.exists() and LOCK.is_symlink()
+
+
+@pytest.mark.parametrize("target", ["/proc/self/environ", "/dev/zero", "/dev/stdin"])
+def test_a_lock_linked_to_a_system_file_is_not_read(obc, target: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # The review's: the environment printed, a MemoryError, a hang.
+    monkeypatch.setenv("OBC_TEST_CANARY", SECRET)
+    write_run("a", "team/trainer:1")
+    LOCK.symlink_to(target)
+    with unblocked():
+        done = obc("compile", "runs", "-o", "out")
+    assert_lock_refused(done, "is a symbolic link to a file outside the project")
+
+
+@pytest.mark.parametrize(("make", "because"), [
+    (os.mkfifo, "is a named pipe (FIFO), not a regular file"),
+    (lambda path: path.mkdir(), "is a folder, not a regular file"),
+    (lambda path: path.write_bytes(b"#" * (1024 * 1024 + 1)),
+     "is 1,048,577 bytes; a lock file holds at most 1,048,576 bytes"),
+    (lambda path: path.write_bytes(b"a:1 \xff\n"), "is not UTF-8 text"),
+], ids=["fifo", "folder", "over-1-mib", "not-utf-8"])
+def test_a_lock_in_the_project_that_is_no_text_file_is_refused(obc, make, because: str) -> None:
+    write_run("a", "team/trainer:1")
+    make(LOCK)
+    with unblocked():
+        done = obc("compile", "runs", "-o", "out")
+    assert_lock_refused(done, because)
+
+
+def test_a_lock_may_link_to_a_file_in_the_project_or_an_allowed_folder(obc, secret: Path) -> None:
+    write_run("a", "team/trainer@" + "sha256:" + "a" * 64)
+    Path("locks").mkdir()
+    (Path("locks") / "obc.lock").write_text("# empty\n")
+    LOCK.symlink_to(Path("locks") / "obc.lock")
+    assert obc("compile", "runs", "-o", "out").code == 0
+    secret.write_text("# empty too\n")
+    LOCK.unlink()
+    LOCK.symlink_to(secret)
+    for command in (["compile", "runs", "-o", "out"], ["lock", "runs", "--check"]):
+        done = obc(*command, "--allow-dir", str(secret.parent))
+        assert done.code == 0, done

@@ -20,6 +20,7 @@ from ruamel.yaml import YAML
 
 from compiler.pipeline import compile_files
 from compiler.render import help_lines
+from compiler.text import is_invisible
 from tests.conftest import (
     REPO,
     SHELLS,
@@ -123,16 +124,18 @@ def test_every_example_runs_alike_in_every_shell(example, tmp_path):
 # --- property: arbitrary text arrives byte for byte ------------------------------------
 
 # Text a run file may hold: anything but NUL, the control characters obc refuses (all of C0
-# but TAB and LF, DEL, C1) and invisible ones (format characters, U+2028, U+2029), because a
+# but TAB and LF, DEL, C1) and invisible ones (compiler.text.is_invisible), because a
 # terminal would show them differently.
 REFUSED = "".join(map(chr, [*range(0x01, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]))
 NOT_SCRIPT_TEXT = ("Cs", "Cf", "Zl", "Zp")
 TEXT = st.text(st.characters(exclude_categories=NOT_SCRIPT_TEXT,
-                             exclude_characters="\0" + REFUSED), max_size=30)
+                             exclude_characters="\0" + REFUSED).filter(
+    lambda char: not is_invisible(char)), max_size=30)
 # A path segment: no `/`, no newline, not `.` or `..`, short enough for any file system; no
 # `$`, which a path keeps for ${NAME}.
 SEGMENT = st.text(st.characters(exclude_categories=NOT_SCRIPT_TEXT,
-                                exclude_characters="\0\n/$" + REFUSED),
+                                exclude_characters="\0\n/$" + REFUSED).filter(
+    lambda char: not is_invisible(char)),
                   min_size=1, max_size=12).filter(lambda s: s not in (".", ".."))
 NAMES = st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True).filter(
     lambda n: not n.startswith("OBC_") and n not in {

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from compiler.diagnostics import did_you_mean, field_path, printable
+from compiler.diagnostics import Diagnostic, did_you_mean, field_path
 from compiler.load import load_source
 from compiler.resources import run_schema
+from compiler.text import visible
 from compiler.validate import _validator, validate
 
 
@@ -101,8 +102,25 @@ def test_field_paths_are_one_unambiguous_line(path, text):
     assert field_path(path) == text
 
 
-def test_printable_escapes_what_would_move_the_cursor():
-    assert printable("a\x1b[2J\r\nb\u2028\x85c\té") == "a\\x1b[2J\\r\\nb\\u2028\\x85c\\té"
+def test_visible_escapes_what_would_move_the_cursor():
+    assert visible("a\x1b[2J\r\nb\u2028\x85c\té") == "a\\x1b[2J\\r\\nb\\u2028\\x85c\\té"
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    # The review's (F17): printable to Python, shown as nothing by a terminal.
+    ("rm\u034f -rf", "rm\\u034f -rf"), ("a\u3164b\u115f\u17b5", "a\\u3164b\\u115f\\u17b5"),
+    ("\u2800x", "\\u2800x"), ("ok\ufe0f\U0001d173", "ok\\ufe0f\\U0001d173"),
+    ("\U000e0fff\U0001bca3", "\\U000e0fff\\U0001bca3"), ("é ü ✓ 日本", "é ü ✓ 日本"),
+])
+def test_visible_escapes_default_ignorable_and_blank_looking_characters(text, shown):
+    assert visible(text) == shown
+
+
+def test_a_diagnostic_shows_every_invisible_character_escaped():
+    # diagnostics and the header once had an escaper each: this one let U+202E through.
+    problem = Diagnostic("r.yaml", 1, 1, "env.A", "got 'a\u202eb\u034f'", "not \u2800")
+    assert problem.text() == ("r.yaml:1:1: error: env.A: got 'a\\u202eb\\u034f'\n"
+                              "  hint: not \\u2800")
 
 
 def problems_of(tmp_path: Path, text: str) -> list[str]:

@@ -91,6 +91,29 @@ SWEEPS = [
     case("shared-run-dir", AXES.replace("steps:", "paths: {run_dir: /srv/run}\nsteps:")
          + "    a: {x: {}, y: {}}\n", 4, 18, "paths.run_dir", "runs r-x, r-y share the run dir "
          "'/srv/run'", "default"),
+    # One folder written two ways (issue 18, F11): compared after normalisation.
+    *[case(f"shared-run-dir-{name}", AXES + "    d: {set: paths.run_dir, values: "
+           f"{{x: '{one}', y: '{other}'}}}}\n", 7, 41, "paths.run_dir",
+           f"runs r-x, r-y share the run dir '{folder}'", f"'{other}'")
+      for name, one, other, folder in [
+          ("dot", "/shared/swruns/r", "/shared/swruns/./r", "/shared/swruns/r"),
+          ("trailing-slash", "/shared/r", "/shared/r/", "/shared/r"),
+          ("double-slash", "/shared/r", "//shared//r", "/shared/r"),
+          ("dot-dot", "/shared/r", "/shared/x/../r", "/shared/r"),
+          ("tilde-and-home", "~/r", "${HOME}/r", "${HOME}/r"),
+          ("relative", "r", "./r/.", "r"),
+      ]],
+    case("shared-output-dir-two-spellings", TRAINER + "matrix: {axes: {o: {set: "
+         "trainer.axolotl.config.output_dir, values: {x: /data/out/, y: /data/./out}}}}\n",
+         5, 73, "trainer.axolotl.config.output_dir",
+         "runs r-x, r-y write their Axolotl output_dir to one folder, '/srv/out' on the "
+         "machine"),
+    case("shared-absolute-output-dir-two-spellings", "version: 1\nid: r\nruntime: {kind: "
+         "native}\ntrainer: {axolotl: {config: {base_model: m, output_dir: /o}, resume: never}}"
+         "\ncheckpoint: {on_signal: false}\nmatrix: {axes: {o: {set: trainer.axolotl.config."
+         "output_dir, values: {x: //srv/o, y: /srv/o/}}}}\n", 6, 73,
+         "trainer.axolotl.config.output_dir", "runs r-x, r-y write their Axolotl output_dir to "
+         "one folder, '/srv/o' on the machine (written '//srv/o', '/srv/o/')"),
     case("shared-output-dir", TRAINER + "matrix: {axes: {a: {x: {}, y: {}}}}\n", 4, 57,
          "trainer.axolotl.config.output_dir",
          "runs r-x, r-y write their Axolotl output_dir to one folder, '/srv/out' on the machine",
