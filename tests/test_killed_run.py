@@ -241,3 +241,42 @@ steps: [{name: train, run: [record, --sleep, "300"]}]
     wait_until(lambda: len(trainer_records(run_dir)) == 2 or third.poll() is not None,
                "the next trainer to start")
     stop_run(third)
+
+
+def client_of(engine: Engine, name: str) -> int:
+    """The pid of the `ENGINE run` that started container `name`."""
+    for pid in processes_naming(name):
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if argv[0].endswith(engine.name.encode()) and b"run" in argv:
+            return pid
+    pytest.fail(f"no {engine.name} run for {name}")
+
+
+@pytest.mark.parametrize("engine_name", ["podman", "docker"])
+def test_a_container_whose_client_was_killed_with_the_job_keeps_the_run_dir(
+        request, tmp_path, sandbox, cleanup, groups, engine_name):
+    engine: Engine = request.getfixturevalue(engine_name)
+    job = job_id()
+    run_dir = tmp_path / "run dir"
+    name = container_name(job, run_dir)
+    cleanup.append((engine, name))
+    script = write_script(tmp_path, compile_text(tmp_path, run_file(engine, job, tmp_path, """\
+steps: [{name: train, run: [record, --sleep, "300"]}]
+""")))
+    env = engine_env(sandbox, engine)
+    first = start_script(script, shell="dash", env=env)
+    groups.append(first.pid)
+    wait_until(lambda: trainer_records(run_dir), "the first trainer to start")
+    client = client_of(engine, name)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    os.killpg(os.getpgid(client), signal.SIGKILL)
+    wait_gone(client, first.pid)
+
+    second = sandbox.run(script, env=env)
+
+    # (podman's conmon, which watches the container, holds the run dir's lock still; docker
+    # has no such process here, and the container is found by its name.)
+    assert second.returncode == 4, second.stderr
+    assert f"obc: the run dir {run_dir} is in use by " in second.stderr
+    assert len(trainer_records(run_dir)) == 1 and running(engine, name)
