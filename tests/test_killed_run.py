@@ -149,15 +149,16 @@ def test_a_process_a_killed_step_started_in_a_session_of_its_own_keeps_the_run_d
 
 
 def lock_takers(runs: list[subprocess.Popen]) -> list[subprocess.Popen]:
-    """The runs that wait for their turn to take over the run dir's lock (in flock)."""
+    """The runs that wait for their turn to take over the run dir's lock (`flock 8`)."""
     def waiting(run: subprocess.Popen) -> bool:
         for entry in Path("/proc").iterdir():
             try:
-                if entry.name.isdigit() and (entry / "comm").read_text() == "flock\n" and \
+                if entry.name.isdigit() and (entry / "cmdline").read_bytes() == \
+                        b"flock\x008\x00" and \
                         (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == \
                         str(run.pid):
                     return True
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):
                 continue
         return False
 
@@ -183,11 +184,13 @@ def test_runs_killed_while_they_take_over_a_lock_leave_it_to_exactly_one(
         os.killpg(runs[0].pid, signal.SIGKILL)
         runs[0].wait()
 
-    wait_until(lambda: len(set(writers(run_dir))) == 2 or
-               all(run.poll() is not None for run in runs[1:]), "a run to write")
+    wait_until(lambda: len(set(writers(run_dir))) == 2 and
+               [run.poll() for run in runs[1:]].count(None) == 1 or
+               all(run.poll() is not None for run in runs[1:]),
+               "one run to write and the other to end")
     (ran,) = [run for run in runs[1:] if run.poll() is None]
     (refused,) = [run for run in runs[1:] if run is not ran]
-    assert refused.wait(timeout=90) == 4
+    assert refused.returncode == 4
     assert "is in use by another run of this job" in refused.communicate()[1]
     stop_run(ran)
     assert len(set(writers(run_dir))) == 2
