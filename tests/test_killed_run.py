@@ -27,6 +27,9 @@ WRITER = "while :; do echo $$ >> shared-output.txt; sleep 1; done"
 # A step that leaves the writer running in a session of its own (as a daemon would) and
 # waits for it; its own pid goes to step.pid.
 ESCAPING = 'echo $$ > step.pid; setsid sh -c "$1" & wait'
+# A run dir whose name would run a command, split, glob or read as an option if the lock's
+# paths were not quoted.
+HOSTILE_RUN_DIR = "-run $(touch PWNED) 'x'\n* lock.take"
 
 
 def native_job(folder: Path, argv: list[str]) -> Path:
@@ -167,7 +170,7 @@ def lock_takers(runs: list[subprocess.Popen]) -> list[subprocess.Popen]:
 
 def test_runs_killed_while_they_take_over_a_lock_leave_it_to_exactly_one(
         writer, tmp_path, sandbox, groups):
-    run_dir = tmp_path / "run"
+    run_dir = tmp_path / HOSTILE_RUN_DIR
     first, step = start_writing(writer, run_dir, "dash", sandbox.env(), groups)
     kill_job(first)
     first.wait()
@@ -194,6 +197,7 @@ def test_runs_killed_while_they_take_over_a_lock_leave_it_to_exactly_one(
     assert "is in use by another run of this job" in refused.communicate()[1]
     stop_run(ran)
     assert len(set(writers(run_dir))) == 2
+    assert not list(tmp_path.rglob("PWNED"))
 
 
 def running(engine: Engine, name: str) -> bool:
