@@ -137,8 +137,9 @@ class Sandbox:
         take a program away whatever else this machine has installed."""
         tools = self.root / "tools"
         tools.mkdir(exist_ok=True)
-        for tool in ("env", "setsid", "mkdir", "cat", "mv", "kill", "python3", "id", "find",
-                     "sha256sum", "cut", "uname", "mktemp", "chmod", "rm", "sleep", "sh", "sed"):
+        for tool in ("env", "setsid", "flock", "mkdir", "cat", "mv", "kill", "python3", "id",
+                     "find", "sha256sum", "cut", "uname", "mktemp", "chmod", "rm", "sleep", "sh",
+                     "sed"):
             link = tools / tool
             if not link.exists():
                 link.symlink_to(shutil.which(tool))

@@ -87,13 +87,12 @@ secrets: [HF_TOKEN]
     assert not engine.container_exists(container_name(job, tmp_path / "run dir"))
 
 
-@pytest.mark.parametrize("leftover", [("create",), ("run", "-d")])
 def test_a_container_left_in_the_run_dir_by_a_killed_run_is_removed(tmp_path, sandbox, podman,
-                                                                   cleanup, leftover):
+                                                                   cleanup):
     job = job_id()
     name = container_name(job, tmp_path / "run dir")
     cleanup.append((podman, name))
-    podman(*leftover, "--name", name, podman.image, "sleep", "300")
+    podman("create", "--name", name, podman.image, "sleep", "300")
     text = compile_text(tmp_path, run_file(podman, job, tmp_path,
                                            "steps: [{name: s, run: [record]}]\n"))
     run = sandbox.run(write_script(tmp_path, text), env=engine_env(sandbox, podman))
@@ -101,6 +100,25 @@ def test_a_container_left_in_the_run_dir_by_a_killed_run_is_removed(tmp_path, sa
     assert f"obc: removing container {name}, left by an earlier run in this run dir" in \
         run.stderr
     assert len(trainer_records(tmp_path / "run dir")) == 1
+
+
+def test_a_container_that_still_runs_in_the_run_dir_is_left_alone_and_the_run_exits_4(
+        tmp_path, sandbox, podman, cleanup):
+    # An earlier run killed with its client: the container runs on, with no lock to say so.
+    job = job_id()
+    name = container_name(job, tmp_path / "run dir")
+    cleanup.append((podman, name))
+    podman("run", "-d", "--name", name, podman.image, "sleep", "300")
+    text = compile_text(tmp_path, run_file(podman, job, tmp_path,
+                                           "steps: [{name: s, run: [record]}]\n"))
+    run = sandbox.run(write_script(tmp_path, text), env=engine_env(sandbox, podman))
+    assert run.returncode == 4
+    assert f"obc: the run dir {tmp_path / 'run dir'} is in use by container {name}, which " \
+           "an earlier run of this job started and which still runs" in run.stderr
+    assert " rm " not in run.stderr  # never a hint to remove a running container
+    assert trainer_records(tmp_path / "run dir") == []
+    assert podman("container", "inspect", "--format", "{{.State.Running}}",
+                  name).stdout.strip() == "true"
 
 
 def test_two_runs_of_one_job_in_two_run_dirs_run_side_by_side(tmp_path, sandbox, podman,

@@ -5,6 +5,7 @@ at a time takes a run dir; a lock left by a run that has ended is taken over."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 
@@ -119,20 +120,38 @@ def test_a_folder_where_a_file_must_go_fails_the_job_rather_than_swallow_the_fil
     assert list((run_dir / "axolotl.yaml").iterdir()) == []
 
 
-def test_a_lock_left_by_a_run_that_has_ended_is_taken_over(sandbox, tmp_path):
-    run_dir = tmp_path / "run"
+def leave_lock(run_dir, owner: str):
+    """A lock as a run that was killed leaves it: its owner line and its file `held`."""
     lock = run_dir / ".obc" / "lock"
     lock.mkdir(parents=True)
     (run_dir / ".obc").chmod(0o755)
-    (lock / "owner").write_text(f"{os.uname().nodename} 999999999 \n")  # no such process
+    (lock / "owner").write_text(owner)
+    (lock / "held").touch()
+    return lock
+
+
+def test_a_lock_left_by_a_run_that_has_ended_is_taken_over(sandbox, tmp_path):
+    run_dir = tmp_path / "run"
+    host = os.uname().nodename
+    lock = leave_lock(run_dir, f"{host} {os.getpid()} \n")  # nothing holds it: it has ended
     run = run_in(sandbox, tmp_path, run_dir)
     assert run.returncode == 0, run.stderr
     assert not lock.exists()
-    # A lock held by a live process on this machine is not.
-    lock.mkdir()
-    (lock / "owner").write_text(f"{os.uname().nodename} {os.getpid()} \n")
-    run = run_in(sandbox, tmp_path, run_dir)
+    # One whose file a process still holds is not, whatever its pid: that process is what
+    # the run started (a job.sh killed with KILL leaves its step running).
+    leave_lock(run_dir, f"{host} 999999999 \n")
+    with open(lock / "held") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        run = run_in(sandbox, tmp_path, run_dir)
     assert run.returncode == 4
-    assert f"is in use by another run of this job (host, pid, Slurm job: " \
-           f"{os.uname().nodename} {os.getpid()} )" in run.stderr
+    assert f"is in use by another run of this job, or by what it started (host, pid, " \
+           f"Slurm job: {host} 999999999 ); if nothing of it runs any more, remove {lock}" \
+           in run.stderr
     assert json.loads((run_dir / ".obc/status.json").read_text())["attempt"] == 1
+    # Nor is a lock of another machine's run, unless it is this Slurm job, requeued.
+    (lock / "owner").write_text("elsewhere 1 17\n")
+    assert run_in(sandbox, tmp_path, run_dir).returncode == 4
+    run = sandbox.run(write_script(tmp_path, job(tmp_path)), "--run-dir", str(run_dir),
+                      env=sandbox.env(SLURM_JOB_ID="17"))
+    assert run.returncode == 0, run.stderr
+    assert not lock.exists()

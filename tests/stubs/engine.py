@@ -116,12 +116,27 @@ def remove(name: str) -> int:
     return 0
 
 
+def inspect(name: str, running: bool) -> int:
+    """`container inspect [--format {{.State.Running}}] NAME`: whether the "container" is
+    there, and whether its process runs."""
+    state = STATE / f"container-{name}"
+    if not state.exists():
+        return 1
+    if running:
+        try:
+            os.kill(int(state.read_text()), 0)
+            print("true")
+        except ProcessLookupError:
+            print("false")
+    return 0
+
+
 def main(args: list[str]) -> int:
     if args[:1] == ["run"]:
         return run(args[1:])
     if args[:2] == ["container", "inspect"]:
         record({"argv": [ENGINE, *args]})
-        return 0 if (STATE / f"container-{args[2]}").exists() else 1
+        return inspect(args[-1], "--format" in args)
     if args[:1] == ["stop"]:
         return stop(args[1:])
     if args[:2] == ["rm", "-f"]:
