@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=d86647f53182eb7655354361c7052bae447ab767592b3ddd6278dcecd5f7a2d4 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=d9dadb7aa24e2992274aa2ac57d9abe3f2b5e65b0b85247370ecdca82872a084 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=8a89d04a5346db384ca61ba1506376937851420af2a3af235b69719822442c2b ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=39099215d17571cbe574fcb734ffacb9bf6e0725d1bddd3af2d5e5d1ff8f21f2 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=c0a15ccf5f10c41aeacd54762d171dc0bead1369793af043444615d5ef5bdea4 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=e1e30d998cf051546ed88298b81038e459323b875c64aae4240107b4bb1b37b8 ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=2d21ceee5a47c1534c865f5f095d37d4eafc37e49a6e349f1abeac18c642bbd0 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=29087e6ce718868e86fb9236af5dc6cab6ce58410068b608e05de8976a46fa78 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=01ec1655ef4f7a2b6058656a256669789debe26d982112685f9d1fea8dac2248 ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=34c3f25afcf55cb2875bc9318b8dd49eddfc4e008e3de13586fa29e9772ccfe2 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=8799fe3c38f660688586ee7661da15097a1f4b763bb4a47b56a4572e52e4d0c3 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=0c51cacbabd144330fe501e6084e69b31a283f21a73c79c8c8f65aaea09c9941 ;;
     *) return 1 ;;
   esac
 }
@@ -406,32 +406,32 @@ exit 0
 #     "lr-sweep-1e-4-1": {
 #       "index": 0,
 #       "labels": ["1e-4", "1"],
-#       "checksum": "d86647f53182eb7655354361c7052bae447ab767592b3ddd6278dcecd5f7a2d4"
+#       "checksum": "2d21ceee5a47c1534c865f5f095d37d4eafc37e49a6e349f1abeac18c642bbd0"
 #     },
 #     "lr-sweep-1e-4-2": {
 #       "index": 1,
 #       "labels": ["1e-4", "2"],
-#       "checksum": "d9dadb7aa24e2992274aa2ac57d9abe3f2b5e65b0b85247370ecdca82872a084"
+#       "checksum": "29087e6ce718868e86fb9236af5dc6cab6ce58410068b608e05de8976a46fa78"
 #     },
 #     "lr-sweep-2e-4-1": {
 #       "index": 2,
 #       "labels": ["2e-4", "1"],
-#       "checksum": "8a89d04a5346db384ca61ba1506376937851420af2a3af235b69719822442c2b"
+#       "checksum": "01ec1655ef4f7a2b6058656a256669789debe26d982112685f9d1fea8dac2248"
 #     },
 #     "lr-sweep-2e-4-2": {
 #       "index": 3,
 #       "labels": ["2e-4", "2"],
-#       "checksum": "39099215d17571cbe574fcb734ffacb9bf6e0725d1bddd3af2d5e5d1ff8f21f2"
+#       "checksum": "34c3f25afcf55cb2875bc9318b8dd49eddfc4e008e3de13586fa29e9772ccfe2"
 #     },
 #     "lr-sweep-4e-4-1": {
 #       "index": 4,
 #       "labels": ["4e-4", "1"],
-#       "checksum": "c0a15ccf5f10c41aeacd54762d171dc0bead1369793af043444615d5ef5bdea4"
+#       "checksum": "8799fe3c38f660688586ee7661da15097a1f4b763bb4a47b56a4572e52e4d0c3"
 #     },
 #     "lr-sweep-long": {
 #       "index": 5,
 #       "labels": ["", ""],
-#       "checksum": "e1e30d998cf051546ed88298b81038e459323b875c64aae4240107b4bb1b37b8"
+#       "checksum": "0c51cacbabd144330fe501e6084e69b31a283f21a73c79c8c8f65aaea09c9941"
 #     }
 #   },
 #   "combinations": 6,
