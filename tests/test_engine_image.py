@@ -118,8 +118,9 @@ def test_the_end_of_options_marker_alone_keeps_the_image(engine_name, request, i
     cleanup.append((engine, container_name(job, tmp_path / "run")))
     (tmp_path / "run.yaml").write_text(run_text(engine, job, tmp_path, images, []))
     ((_, built),) = build_jobs(tmp_path / "run.yaml", {}).jobs
+    with_label = (*built.runtime.extra_args, "--label")
     job_with_label = dataclasses.replace(
-        built, runtime=dataclasses.replace(built.runtime, extra_args=(*built.runtime.extra_args, "--label")))
+        built, runtime=dataclasses.replace(built.runtime, extra_args=with_label))
 
     script = write_script(tmp_path, render_job(job_with_label))
 
