@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.engine_args import OptionError, normal_words, read_options
+from compiler.rules import engine_options
 
 
 @pytest.mark.parametrize(("word", "words"), [
@@ -53,3 +54,9 @@ def test_a_word_the_engine_would_not_read_as_whole_options_is_refused(engine, wo
     with pytest.raises(OptionError) as refused:
         read_options(engine, word)
     assert words in str(refused.value)
+
+
+@pytest.mark.parametrize("kind", [["podman"], {"a": 1}, None, "native"])
+def test_the_rule_leaves_a_runtime_without_an_engine_to_the_runtime_rules(kind):
+    # The schema may have failed on the same file: the rule must not fail on its shape.
+    assert list(engine_options.check({"runtime": {"kind": kind, "extra_args": ["-l"]}})) == []

@@ -32,7 +32,7 @@ _KEEPS_CONTAINER = ("a stopped container would be left behind, and the next run 
 def check(data: dict) -> Iterator[Problem]:
     engine = get(data, "runtime", "kind")
     extra = get(data, "runtime", "extra_args")
-    if engine not in TABLES or not isinstance(extra, list):
+    if not isinstance(engine, str) or engine not in TABLES or not isinstance(extra, list):
         return  # the runtime rules say where extra_args applies
     for i, word in enumerate(extra):
         if not isinstance(word, str):
