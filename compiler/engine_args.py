@@ -128,9 +128,9 @@ def _long_option(table: OptionTable, engine: str, word: str) -> Option:
 
 
 def _shorthands(table: OptionTable, engine: str, group: str) -> Iterator[Option]:
-    """pflag's reading of `-group`: each letter is an option; the first that takes a value
-    takes the rest of the group (without a leading '='), and `-x=value` gives any option
-    its value."""
+    """pflag's reading of `-group`: each letter is an option until one takes a value, which
+    is the rest of the group; `-x=value` gives any option, a flag too, the value after '=',
+    but a lone '=' is a value itself (`-l=` gives -l the value '=')."""
     while group:
         letter, rest = group[0], group[1:]
         if letter not in table.shorthands:
