@@ -35,8 +35,8 @@ def check(data: dict) -> Iterator[Problem]:
     if not isinstance(engine, str) or engine not in TABLES or not isinstance(extra, list):
         return  # the runtime rules say where extra_args applies
     for i, word in enumerate(extra):
-        if not isinstance(word, str):
-            continue
+        if not isinstance(word, str) or not word.startswith("-"):
+            continue  # the schema says an option starts with '-'
         try:
             options = read_options(engine, word)
         except OptionError as error:
