@@ -120,6 +120,17 @@ def normal_words(engine: str, words: Iterable[str]) -> tuple[str, ...]:
     return tuple(option.word for word in words for option in read_options(engine, word))
 
 
+def passed_words(engine: object, word: str) -> tuple[str, ...]:
+    """The words the job passes for one run file word, which Linux's limits apply to: its
+    whole options, or the word itself where it is not one an engine reads (a rule says so)."""
+    if not isinstance(engine, str) or engine not in TABLES:
+        return (word,)
+    try:
+        return normal_words(engine, [word])
+    except OptionError:
+        return (word,)
+
+
 def _long_option(table: OptionTable, engine: str, word: str) -> Option:
     name, equals, value = word[2:].partition("=")
     if name not in table.valued | table.flags:
