@@ -52,8 +52,9 @@ OPTION_MEANINGS = {
     "--no-container-mount-home": "the user's home is not mounted",
 }
 HF_OFFLINE_VALUES = ("1", "ON", "YES", "TRUE")
-# Run file engine options that leave a container without a network.
-NO_NETWORK = ("--network=none", "--net=none")
+# Run file engine options (passed whole: compiler/engine_args.py) that leave a container
+# without a network.
+NO_NETWORK = ("--network=none",)
 WANDB_OFF_VALUES = ("offline", "disabled")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import trainer
 from .axolotl import read_config
+from .engine_args import normal_words
 from .load import CONFIG_FIELD, Path_
 from .model import (
     DEFAULT_IMAGE,
@@ -125,7 +126,7 @@ def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,
         image=_locked(runtime.get("image", DEFAULT_IMAGE), digests),
         shm_size=runtime.get("shm_size"),
         mounts=mounts,
-        extra_args=tuple(runtime.get("extra_args", ())),
+        extra_args=normal_words(kind, runtime.get("extra_args", ())),
         user=str(runtime.get("user", INVOKER)),
         host_network=multi_node,
     )

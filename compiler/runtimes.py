@@ -64,6 +64,8 @@ class Container:
     image: str
     shm_size: str | None
     mounts: tuple[Mount, ...]
+    # The run file's engine options, each a whole option in one word (engine_args.py): the
+    # script passes these, and its header and the bill show them.
     extra_args: tuple[str, ...]
     user: User = INVOKER
     # A job on several nodes shares the hosts' network: the rendezvous and NCCL need the

@@ -61,7 +61,7 @@ secrets: [HF_TOKEN]
                 "-e", "AXOLOTL_DO_NOT_TRACK=1", "-e", "WANDB_RESUME=allow",
                 "-e", "WANDB_PROJECT=demo",
                 "-e", f"WANDB_RUN_ID=t1-{container_name('t1', run_dir).rsplit('-', 1)[1]}",
-                "-e", "HF_TOKEN", DEFAULT_IMAGE]
+                "-e", "HF_TOKEN", "--", DEFAULT_IMAGE]
     assert [r["argv"] for r in run.engine_runs] == [
         [*expected, "axolotl", "train", "axolotl.yaml"],
         [*expected, "axolotl", "merge-lora", "axolotl.yaml"],
@@ -127,8 +127,8 @@ env:
     (argv,) = [r["argv"] for r in run.engine_runs]
     assert argv[argv.index("--shm-size") + 1] == "8g"
     assert f"{sandbox.home}/data dir/it's:/data:ro" in argv
-    assert argv[-len(HOSTILE) - 2:-len(HOSTILE) - 1] == ["ghcr.io/x/y:1"]
-    assert argv[-len(HOSTILE) - 4:-len(HOSTILE) - 2] == ["--label=a b", "--network=none"]
+    assert argv[-len(HOSTILE) - 3:-len(HOSTILE) - 1] == ["--", "ghcr.io/x/y:1"]
+    assert argv[-len(HOSTILE) - 5:-len(HOSTILE) - 3] == ["--label=a b", "--network=none"]
     assert not (tmp_path / "PWNED").exists() and not (sandbox.home / "PWNED").exists()
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import shlex
 from pathlib import Path
 
 import pytest
 
+from compiler import shell
 from compiler.bill import bill_of
 from compiler.gpu_hours import compute, time_limit_hours
 from compiler.meaning import meaning, read_record, record_lines
@@ -191,6 +193,17 @@ def test_privileges_name_what_obc_adds_and_what_the_run_file_adds(tmp_path):
         ("--user 1000:1000", "obc"), ("--init", "obc"), ("--gpus all", "obc"),
         ("--ulimit memlock=-1", "obc"), ("--ulimit stack=67108864", "obc"),
         ("--ipc=host", "obc"), ("--network=host", "obc"), ("--cap-add=SYS_PTRACE", "run file")]
+
+
+def test_the_bill_and_header_show_engine_options_as_the_script_passes_them(tmp_path):
+    job = job_of(tmp_path, "version: 1\nid: j\nruntime: {kind: podman, extra_args: "
+                           "[-itlx=y, --rm, '--env=A=b c']}\nsteps: [{name: a, run: [echo]}]\n")
+    script = compile_files([tmp_path / "run.yaml"]).scripts[0].text
+    passed = shlex.split(script.split(" \\\n    -- ")[0].rsplit("\n", 1)[1])
+
+    assert passed == ["--interactive", "--tty", "--label=x=y", "--rm", "--env=A=b c"]
+    assert [p.option for p in bill_of(job).privileges if p.added_by == "run file"] == passed
+    assert f"\n#             engine options {shell.join_words(passed)}\n" in script
 
 
 def test_header_names_the_inputs_by_a_hash_anyone_can_recompute(tmp_path):

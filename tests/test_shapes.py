@@ -94,7 +94,9 @@ def _runtime_options(kind: str) -> st.SearchStrategy[dict]:
         return st.fixed_dictionaries({"image": IMAGE_FILE}, optional={
             "image_sha256": SHA256, "mounts": mounts, "enroot_version": st.integers(3, 4)})
     return st.fixed_dictionaries({}, optional={
-        "mounts": mounts, "extra_args": st.lists(VALUE.map(lambda v: "-" + v), max_size=2)})
+        # --label takes any value: obc passes it whole, as --label=VALUE.
+        "mounts": mounts, "extra_args": st.lists(VALUE.map(lambda v: "--label=" + v),
+                                                 max_size=2)})
 
 
 # obc's file-wide `# shellcheck disable=...` lines, which hide the codes values can raise.

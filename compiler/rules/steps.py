@@ -7,6 +7,7 @@ from typing import Any
 
 from ..axolotl import AXOLOTL_CONFIG_NAME
 from ..diagnostics import show
+from ..engine_args import passed_words
 from ..load import Path_
 from .common import Problem, get
 
@@ -117,7 +118,13 @@ def _arguments(data: dict) -> Iterator[tuple[Path_, str]]:
         for j, arg in enumerate(run if isinstance(run, list) else ()):
             if isinstance(arg, str):
                 yield ("steps", i, "run", j), arg
-    extra = get(data, "runtime", "extra_args")
+    yield from passed_engine_options(data)
+
+
+def passed_engine_options(data: dict) -> Iterator[tuple[Path_, str]]:
+    """Yield each word the job passes for the run file's engine options (each whole: `-it`
+    is passed as --interactive --tty), which is what Linux's limits apply to."""
+    kind, extra = get(data, "runtime", "kind"), get(data, "runtime", "extra_args")
     for i, arg in enumerate(extra if isinstance(extra, list) else ()):
-        if isinstance(arg, str):
-            yield ("runtime", "extra_args", i), arg
+        for word in passed_words(kind, arg) if isinstance(arg, str) else ():
+            yield ("runtime", "extra_args", i), word

@@ -11,7 +11,7 @@ from typing import Any
 from ..diagnostics import show
 from ..load import Path_
 from .common import Problem, get
-from .steps import AXOLOTL_CONFIG_NAME
+from .steps import AXOLOTL_CONFIG_NAME, passed_engine_options
 
 # Linux's NAME_MAX, less room for the temporary name the job writes a file through beside it.
 MAX_NAME_BYTES = 255 - 16
@@ -103,5 +103,4 @@ def _shared_strings(data: dict) -> Iterator[str]:
     env = data.get("env")
     for name, value in env.items() if isinstance(env, dict) else ():
         yield f"{name}={value}"
-    extra = get(data, "runtime", "extra_args")
-    yield from (arg for arg in (extra if isinstance(extra, list) else ()) if isinstance(arg, str))
+    yield from (word for _, word in passed_engine_options(data))

@@ -118,15 +118,19 @@ def test_an_embedded_file_keeps_invisible_characters_exactly(tmp_path):
     assert f"\na{BIDI}b\nOBC_EOF" in script
 
 
-@pytest.mark.parametrize("options", [
-    ["--network=none"], ["--network=host"], ["--sig-proxy=false"], ["--detach=false"],
-    ["--rm"], ["--rm=true"], ["-it"], ["-ed=1"], ["--replace=false"],
-    ["--init", "--pull=never"]])
-def test_engine_options_that_keep_the_jobs_promises_are_legal(options, tmp_path):
+@pytest.mark.parametrize(("options", "passed"), [
+    (["--network=none"], "--network=none"), (["--network=host"], "--network=host"),
+    (["--sig-proxy=false"], "--sig-proxy=false"), (["--detach=false"], "--detach=false"),
+    (["--rm"], "--rm"), (["--rm=true"], "--rm=true"), (["-it"], "--interactive --tty"),
+    (["-ed=1"], "--env=d=1"), (["--replace=false"], "--replace=false"),
+    (["-d=false"], "--detach=false"), (["--init", "--pull=never"], "--init --pull=never")])
+def test_engine_options_that_keep_the_jobs_promises_are_legal(options, passed, tmp_path):
+    # Each is passed whole, as the engine reads it: -it is --interactive --tty.
     text = run_file("podman", ["x"], {}).replace(
         "{kind: podman}", f"{{kind: podman, extra_args: {json.dumps(options)}}}")
 
-    assert all(option in compile_text(tmp_path, text) for option in options)
+    before_the_image = compile_text(tmp_path, text).split(" \\\n    -- ")[0].rsplit("\n", 1)[1]
+    assert shlex.split(before_the_image) == passed.split()
 
 
 def test_sbatch_options_written_in_full_are_legal(tmp_path):

@@ -290,8 +290,12 @@ RULES = [
          "steps[0].run[1]", "is 131,072 bytes", "longer than 131,071 bytes"),
     case("env-string-too-long", BASE + f"env:\n  A: {'a' * 131_070}\n", 6, 6, "env.A",
          "is 131,072 bytes"),
+    # What the job passes is measured: -aVALUE is passed as --attach=VALUE, 7 bytes more.
     case("extra-arg-too-long", with_runtime(f"  kind: docker\n  extra_args: [-{BIG_ARG}]\n"),
-         5, 16, "runtime.extra_args[0]", "is 131,073 bytes"),
+         5, 16, "runtime.extra_args[0]", "is 131,080 bytes"),
+    case("extra-arg-too-long-as-passed",
+         with_runtime(f"  kind: podman\n  extra_args: [-il{BIG_ARG[:131_064]}]\n"), 5, 16,
+         "runtime.extra_args[0]", "is 131,072 bytes"),
     case("files-dotdot", BASE + "files:\n  ../x.py: x.py\n", 6, 3, 'files["../x.py"]',
          "'../x.py' must stay inside the run dir"),
     case("files-dotdot-inside", BASE + "files:\n  a/../../x.py: x.py\n", 6, 3,

@@ -215,8 +215,16 @@ LOW = [
           ("d", "-d", "return at once"), ("dit", "-dit", "return at once"),
           ("rm-false", "--rm=false", "a stopped container would be left behind"),
           ("name", "--name=renamed", "by the name overbrainer-<id>"),
-          ("name-word", "--name", "by the name overbrainer-<id>"),
-          ("replace", "--replace", "instead of refusing to start")]],
+          ("name-word", "--name", "--name takes a value, which the engine would take"),
+          ("replace", "--replace", "instead of refusing to start"),
+          # An option that would take the image as its value (attack review 2, F2).
+          ("label", "--label", "--label takes a value, which the engine would take from"),
+          ("l", "-l", "-l takes a value"), ("tl", "-tl", "-l takes a value"),
+          ("future", "--future-opt", "--future-opt is not an option of podman run"),
+          ("end-of-options", '"--"', "obc gives it itself, before the image"),
+          ("dash", '"-"', "the engine would read it as the image"),
+          ("rootfs", "--rootfs", "read the image as a folder"),
+          ("help", "--help", "print its help and run nothing")]],
 ]
 
 

@@ -35,6 +35,9 @@ def parse_run(args: list[str]) -> tuple[dict[str, list[str]], str, list[str]]:
     i = 0
     while i < len(args) and args[i].startswith("-"):
         word = args[i]
+        if word == "--":  # the end of the options, as the real engines read it
+            i += 1
+            break
         if "=" in word and word.startswith("--"):
             name, value = word.split("=", 1)
         elif word in WITH_VALUE:
