@@ -303,7 +303,9 @@ obc_start() {
 
 # obc_step_command RUNNER PROGRAM [ARG...]: hands RUNNER the whole command of a step: a
 # container that is removed when it ends, with the run dir at /workspace/run. --init makes
-# PID 1 a tiny init that passes signals on (a trainer as PID 1 would ignore TERM).
+# PID 1 a tiny init that passes signals on (a trainer as PID 1 would ignore TERM). `--` ends
+# the engine's options, in both engines: were an option before it to want a value, it would
+# take the `--`, never the image (obc also passes each option whole, as --name=value).
 obc_step_command() {
   OBC_RUNNER=$1
   shift
@@ -324,7 +326,7 @@ obc_step_command() {
     -e HF_TOKEN \
     -e WANDB_API_KEY \
     -e CUDA_VISIBLE_DEVICES \
-    axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b "$@"
+    -- axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b "$@"
 }
 
 # Stops the step's container (TERM, then KILL after the stop timeout) and removes it, also

@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=2d21ceee5a47c1534c865f5f095d37d4eafc37e49a6e349f1abeac18c642bbd0 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=29087e6ce718868e86fb9236af5dc6cab6ce58410068b608e05de8976a46fa78 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=01ec1655ef4f7a2b6058656a256669789debe26d982112685f9d1fea8dac2248 ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=34c3f25afcf55cb2875bc9318b8dd49eddfc4e008e3de13586fa29e9772ccfe2 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=8799fe3c38f660688586ee7661da15097a1f4b763bb4a47b56a4572e52e4d0c3 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=0c51cacbabd144330fe501e6084e69b31a283f21a73c79c8c8f65aaea09c9941 ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=801c23c99e960b00952dfff9b435c7b8ffbab54c107038c1f4d4a0eb5b539c91 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=611e9512c5c6fe6352cd50c059b6ee8c2404dff90eb1d62328db83cd19af7585 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=5c899e67f348f8e4438b5234d898a1f2332ce61c68860b082ece3160738dfa70 ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=f4cd4b0c3feda12fbd766712d57646c138b5b4ef9e9fbad4c8dd150309f2ec3b ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=50910d4db3ab7ab530b4dea363128b08009ffa16d2e8a851af5a887ab403487f ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=b65100fdbe7cad48e37ad1f160b53dfc57fc32e6dbc716b160643583ff17ee6e ;;
     *) return 1 ;;
   esac
 }
@@ -406,32 +406,32 @@ exit 0
 #     "lr-sweep-1e-4-1": {
 #       "index": 0,
 #       "labels": ["1e-4", "1"],
-#       "checksum": "2d21ceee5a47c1534c865f5f095d37d4eafc37e49a6e349f1abeac18c642bbd0"
+#       "checksum": "801c23c99e960b00952dfff9b435c7b8ffbab54c107038c1f4d4a0eb5b539c91"
 #     },
 #     "lr-sweep-1e-4-2": {
 #       "index": 1,
 #       "labels": ["1e-4", "2"],
-#       "checksum": "29087e6ce718868e86fb9236af5dc6cab6ce58410068b608e05de8976a46fa78"
+#       "checksum": "611e9512c5c6fe6352cd50c059b6ee8c2404dff90eb1d62328db83cd19af7585"
 #     },
 #     "lr-sweep-2e-4-1": {
 #       "index": 2,
 #       "labels": ["2e-4", "1"],
-#       "checksum": "01ec1655ef4f7a2b6058656a256669789debe26d982112685f9d1fea8dac2248"
+#       "checksum": "5c899e67f348f8e4438b5234d898a1f2332ce61c68860b082ece3160738dfa70"
 #     },
 #     "lr-sweep-2e-4-2": {
 #       "index": 3,
 #       "labels": ["2e-4", "2"],
-#       "checksum": "34c3f25afcf55cb2875bc9318b8dd49eddfc4e008e3de13586fa29e9772ccfe2"
+#       "checksum": "f4cd4b0c3feda12fbd766712d57646c138b5b4ef9e9fbad4c8dd150309f2ec3b"
 #     },
 #     "lr-sweep-4e-4-1": {
 #       "index": 4,
 #       "labels": ["4e-4", "1"],
-#       "checksum": "8799fe3c38f660688586ee7661da15097a1f4b763bb4a47b56a4572e52e4d0c3"
+#       "checksum": "50910d4db3ab7ab530b4dea363128b08009ffa16d2e8a851af5a887ab403487f"
 #     },
 #     "lr-sweep-long": {
 #       "index": 5,
 #       "labels": ["", ""],
-#       "checksum": "0c51cacbabd144330fe501e6084e69b31a283f21a73c79c8c8f65aaea09c9941"
+#       "checksum": "b65100fdbe7cad48e37ad1f160b53dfc57fc32e6dbc716b160643583ff17ee6e"
 #     }
 #   },
 #   "combinations": 6,

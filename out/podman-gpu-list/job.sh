@@ -273,7 +273,9 @@ obc_start() {
 
 # obc_step_command RUNNER PROGRAM [ARG...]: hands RUNNER the whole command of a step: a
 # container that is removed when it ends, with the run dir at /workspace/run. --init makes
-# PID 1 a tiny init that passes signals on (a trainer as PID 1 would ignore TERM).
+# PID 1 a tiny init that passes signals on (a trainer as PID 1 would ignore TERM). `--` ends
+# the engine's options, in both engines: were an option before it to want a value, it would
+# take the `--`, never the image (obc also passes each option whole, as --name=value).
 obc_step_command() {
   OBC_RUNNER=$1
   shift
@@ -291,7 +293,7 @@ obc_step_command() {
     -e 'WANDB_RESUME=allow' \
     -e "WANDB_RUN_ID=$OBC_JOB-$OBC_RUN_HASH" \
     -e HF_TOKEN \
-    axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1 "$@"
+    -- axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1 "$@"
 }
 
 # Stops the step's container (TERM, then KILL after the stop timeout) and removes it, also
