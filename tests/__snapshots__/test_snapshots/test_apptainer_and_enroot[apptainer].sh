@@ -243,7 +243,10 @@ obc_run_step() {
 }
 
 # Starts a command in the background, in a session of its own (a new process group); in a
-# run with logs, writing to the log's pipes (whose tees start after it).
+# run with logs (the job's own steps, not a node's part of one), writing to the log's pipes
+# (whose tees start after it) and holding the run dir's lock (fd 9, see obc_lock), which
+# everything it starts inherits: the run dir stays in use while any of it runs, even when
+# the job itself has been killed.
 # shellcheck disable=SC2329 # called by obc_step_command, which shellcheck cannot follow
 obc_start() {
   # A signal that arrives now is handled after the next command: obc_on_signal then finds
@@ -253,7 +256,7 @@ obc_start() {
     # In a subshell that execs: yash would start the program from a process of its own when
     # a redirection of a background command blocks (as opening a pipe does), and $! would
     # not be the step.
-    (exec setsid "$@" > "$OBC_TMP/out" 2> "$OBC_TMP/err") &
+    (exec setsid "$@" > "$OBC_TMP/out" 2> "$OBC_TMP/err" 9>&9) &
   else
     setsid "$@" &
   fi
@@ -379,33 +382,58 @@ obc_prepare_run_dir() {
     obc_fail "cannot create a temporary folder in $OBC_RUN_DIR/.obc"
 }
 
-# Takes the run dir's lock (a folder: mkdir is atomic), so that a second run in the same run
-# dir (launched twice, or on another node of a shared filesystem) exits 4 instead of
-# writing over this one. A lock left by a run that has ended is taken over.
+# Takes the run dir's lock, so that a second run in the same run dir (launched twice, or on
+# another node of a shared filesystem) exits 4 instead of writing over this one. The lock is
+# a folder, made whole under a name of its own and then renamed into place, which fails
+# while another is there: its owner file (host, pid, Slurm job) and its file `held`, which
+# the job keeps open on fd 9 under flock(1), and every step it starts inherits (obc_start).
+# A lock is taken over once nothing holds `held` any more (see obc_ended_lock).
 obc_lock() {
   OBC_LOCK=$OBC_RUN_DIR/.obc/lock
+  OBC_NEW_LOCK=$(mktemp -d "$OBC_LOCK.XXXXXX") ||
+    obc_fail "cannot create a lock in $OBC_RUN_DIR/.obc"
+  exec 9> "$OBC_NEW_LOCK/held"
+  # (9>&9: mksh and ksh93 do not pass on what `exec` opened by itself.) A filesystem that
+  # has no flock fails here: the lock then still keeps other runs out, but is never taken
+  # over by itself.
+  flock -n 9 9>&9 2>/dev/null
+  printf '%s %s %s\n' "$(uname -n)" "$$" "${SLURM_JOB_ID:-}" > "$OBC_NEW_LOCK/owner"
   for OBC_WORD in 1 2 3; do
-    if mkdir -- "$OBC_LOCK" 2>/dev/null; then
-      printf '%s %s %s\n' "$(uname -n)" "$$" "${SLURM_JOB_ID:-}" > "$OBC_LOCK/owner"
+    if mv -T -- "$OBC_NEW_LOCK" "$OBC_LOCK" 2>/dev/null; then
       OBC_LOCKED=1
       return 0
     fi
-    obc_ended_lock || break
+    obc_take_over || break
   done
+  rm -rf -- "$OBC_NEW_LOCK"
   OBC_WORD=$(cat -- "$OBC_LOCK/owner" 2>/dev/null)
-  obc_fail "the run dir $OBC_RUN_DIR is in use by another run of this job (host, pid, Slurm job: ${OBC_WORD:-unknown}); if none is running, remove $OBC_LOCK" 4
+  obc_fail "the run dir $OBC_RUN_DIR is in use by another run of this job, or by what it started (host, pid, Slurm job: ${OBC_WORD:-unknown}); if nothing of it runs any more, remove $OBC_LOCK" 4
 }
 
-# True when the run holding the lock has ended (it ran on this machine and its process is
-# gone, or it is this Slurm job, requeued); the lock is then removed.
+# True when the way is clear for this run's lock: the lock is gone, or the run that held it
+# has ended and its lock is removed. Runs wait their turn for this on .obc/lock.take, so
+# that none removes a lock that another has just taken.
+obc_take_over() {
+  { flock 8 && obc_clear_lock; } 8> "$OBC_RUN_DIR/.obc/lock.take" 2>/dev/null
+}
+
+obc_clear_lock() {
+  [ -e "$OBC_LOCK" ] || return 0
+  obc_ended_lock && mv -- "$OBC_LOCK" "$OBC_LOCK.ended.$$" && rm -rf -- "$OBC_LOCK.ended.$$"
+}
+
+# True when the run that holds the lock has ended. On its own machine: when nothing holds
+# its file `held` any more (the flock is shared here, and only for a moment), neither the
+# job nor what it started: a job.sh killed with KILL leaves its step running, a zombie holds
+# nothing, and pids do not matter. On another machine: when it is this Slurm job, requeued.
 obc_ended_lock() {
-  { read -r OBC_HOST OBC_PID OBC_HELD < "$OBC_LOCK/owner"; } 2>/dev/null || return 1
-  if { [ -n "${SLURM_JOB_ID:-}" ] && [ "${OBC_HELD:-}" = "$SLURM_JOB_ID" ]; } ||
-     { [ "$OBC_HOST" = "$(uname -n)" ] && ! kill -0 "$OBC_PID" 2>/dev/null; }; then
-    mv -- "$OBC_LOCK" "$OBC_LOCK.ended.$$" 2>/dev/null && rm -rf -- "$OBC_LOCK.ended.$$"
-    return 0
+  # (Its pid is there for people to read.)
+  { read -r OBC_HOST OBC_WORD OBC_HELD < "$OBC_LOCK/owner"; } 2>/dev/null || return 1
+  if [ "$OBC_HOST" = "$(uname -n)" ]; then
+    flock -n -s 7 7< "$OBC_LOCK/held"
+  else
+    [ -n "${SLURM_JOB_ID:-}" ] && [ "${OBC_HELD:-}" = "$SLURM_JOB_ID" ]
   fi
-  return 1
 }
 
 # --- run records -----------------------------------------------------------------------
@@ -554,6 +582,7 @@ OBC_IMAGE="${IMAGES-}"/axolotl.sif
 
 if [ -z "$OBC_DRY_RUN" ]; then
   obc_which setsid "$PATH" >/dev/null || obc_preflight_failure 'setsid (util-linux) not found on PATH'
+  obc_which flock "$PATH" >/dev/null || obc_preflight_failure 'flock (util-linux) not found on PATH'
   [ -n "${HF_TOKEN:+x}" ] || obc_preflight_failure 'secret HF_TOKEN is not set or empty'
   obc_which "$OBC_APPTAINER" "$PATH" >/dev/null || obc_preflight_failure 'apptainer (or singularity) not found on PATH'
   case $OBC_RUN_DIR$OBC_CACHE_DIR in
@@ -586,7 +615,7 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "hpc",
 #   "source_file": "run.yaml",

@@ -242,7 +242,10 @@ obc_run_step() {
 }
 
 # Starts a command in the background, in a session of its own (a new process group); in a
-# run with logs, writing to the log's pipes (whose tees start after it).
+# run with logs (the job's own steps, not a node's part of one), writing to the log's pipes
+# (whose tees start after it) and holding the run dir's lock (fd 9, see obc_lock), which
+# everything it starts inherits: the run dir stays in use while any of it runs, even when
+# the job itself has been killed.
 # shellcheck disable=SC2329 # called by obc_step_command, which shellcheck cannot follow
 obc_start() {
   # A signal that arrives now is handled after the next command: obc_on_signal then finds
@@ -252,7 +255,7 @@ obc_start() {
     # In a subshell that execs: yash would start the program from a process of its own when
     # a redirection of a background command blocks (as opening a pipe does), and $! would
     # not be the step.
-    (exec setsid "$@" > "$OBC_TMP/out" 2> "$OBC_TMP/err") &
+    (exec setsid "$@" > "$OBC_TMP/out" 2> "$OBC_TMP/err" 9>&9) &
   else
     setsid "$@" &
   fi
@@ -262,7 +265,9 @@ obc_start() {
 
 # obc_step_command RUNNER PROGRAM [ARG...]: hands RUNNER the whole command of a step: a
 # container that is removed when it ends, with the run dir at /workspace/run. --init makes
-# PID 1 a tiny init that passes signals on (a trainer as PID 1 would ignore TERM).
+# PID 1 a tiny init that passes signals on (a trainer as PID 1 would ignore TERM). `--` ends
+# the engine's options, in both engines: were an option before it to want a value, it would
+# take the `--`, never the image (obc also passes each option whole, as --name=value).
 obc_step_command() {
   OBC_RUNNER=$1
   shift
@@ -278,7 +283,7 @@ obc_step_command() {
     -e 'AXOLOTL_DO_NOT_TRACK=1' \
     -e 'WANDB_RESUME=allow' \
     -e "WANDB_RUN_ID=$OBC_JOB-$OBC_RUN_HASH" \
-    axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b "$@"
+    -- axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b "$@"
 }
 
 # Stops the step's container (TERM, then KILL after the stop timeout) and removes it, also
@@ -296,10 +301,14 @@ obc_stop_step() {
 }
 
 # Removes a container of this run dir that an earlier run left behind (killed before it
-# could): holding the run dir's lock, this run knows no other uses it.
+# could). One that still runs is not removed: its trainer writes into the run dir (an
+# earlier run killed with its client: the run dir's lock no longer says so), and this run
+# refuses to start beside it.
 obc_remove_leftover() {
   [ -z "$OBC_DRY_RUN" ] || return 0
-  if podman container inspect "$OBC_CONTAINER" >/dev/null 2>&1; then
+  if OBC_WORD=$(podman container inspect --format '{{.State.Running}}' "$OBC_CONTAINER" 2>/dev/null); then
+    [ "$OBC_WORD" != true ] ||
+      obc_fail "the run dir $OBC_RUN_DIR is in use by container $OBC_CONTAINER, which an earlier run of this job started and which still runs" 4
     printf 'obc: removing container %s, left by an earlier run in this run dir\n' \
       "$OBC_CONTAINER" >&2
     podman rm -f "$OBC_CONTAINER" >/dev/null 2>&1 ||
@@ -352,33 +361,58 @@ obc_prepare_run_dir() {
     obc_fail "cannot create a temporary folder in $OBC_RUN_DIR/.obc"
 }
 
-# Takes the run dir's lock (a folder: mkdir is atomic), so that a second run in the same run
-# dir (launched twice, or on another node of a shared filesystem) exits 4 instead of
-# writing over this one. A lock left by a run that has ended is taken over.
+# Takes the run dir's lock, so that a second run in the same run dir (launched twice, or on
+# another node of a shared filesystem) exits 4 instead of writing over this one. The lock is
+# a folder, made whole under a name of its own and then renamed into place, which fails
+# while another is there: its owner file (host, pid, Slurm job) and its file `held`, which
+# the job keeps open on fd 9 under flock(1), and every step it starts inherits (obc_start).
+# A lock is taken over once nothing holds `held` any more (see obc_ended_lock).
 obc_lock() {
   OBC_LOCK=$OBC_RUN_DIR/.obc/lock
+  OBC_NEW_LOCK=$(mktemp -d "$OBC_LOCK.XXXXXX") ||
+    obc_fail "cannot create a lock in $OBC_RUN_DIR/.obc"
+  exec 9> "$OBC_NEW_LOCK/held"
+  # (9>&9: mksh and ksh93 do not pass on what `exec` opened by itself.) A filesystem that
+  # has no flock fails here: the lock then still keeps other runs out, but is never taken
+  # over by itself.
+  flock -n 9 9>&9 2>/dev/null
+  printf '%s %s %s\n' "$(uname -n)" "$$" "${SLURM_JOB_ID:-}" > "$OBC_NEW_LOCK/owner"
   for OBC_WORD in 1 2 3; do
-    if mkdir -- "$OBC_LOCK" 2>/dev/null; then
-      printf '%s %s %s\n' "$(uname -n)" "$$" "${SLURM_JOB_ID:-}" > "$OBC_LOCK/owner"
+    if mv -T -- "$OBC_NEW_LOCK" "$OBC_LOCK" 2>/dev/null; then
       OBC_LOCKED=1
       return 0
     fi
-    obc_ended_lock || break
+    obc_take_over || break
   done
+  rm -rf -- "$OBC_NEW_LOCK"
   OBC_WORD=$(cat -- "$OBC_LOCK/owner" 2>/dev/null)
-  obc_fail "the run dir $OBC_RUN_DIR is in use by another run of this job (host, pid, Slurm job: ${OBC_WORD:-unknown}); if none is running, remove $OBC_LOCK" 4
+  obc_fail "the run dir $OBC_RUN_DIR is in use by another run of this job, or by what it started (host, pid, Slurm job: ${OBC_WORD:-unknown}); if nothing of it runs any more, remove $OBC_LOCK" 4
 }
 
-# True when the run holding the lock has ended (it ran on this machine and its process is
-# gone, or it is this Slurm job, requeued); the lock is then removed.
+# True when the way is clear for this run's lock: the lock is gone, or the run that held it
+# has ended and its lock is removed. Runs wait their turn for this on .obc/lock.take, so
+# that none removes a lock that another has just taken.
+obc_take_over() {
+  { flock 8 && obc_clear_lock; } 8> "$OBC_RUN_DIR/.obc/lock.take" 2>/dev/null
+}
+
+obc_clear_lock() {
+  [ -e "$OBC_LOCK" ] || return 0
+  obc_ended_lock && mv -- "$OBC_LOCK" "$OBC_LOCK.ended.$$" && rm -rf -- "$OBC_LOCK.ended.$$"
+}
+
+# True when the run that holds the lock has ended. On its own machine: when nothing holds
+# its file `held` any more (the flock is shared here, and only for a moment), neither the
+# job nor what it started: a job.sh killed with KILL leaves its step running, a zombie holds
+# nothing, and pids do not matter. On another machine: when it is this Slurm job, requeued.
 obc_ended_lock() {
-  { read -r OBC_HOST OBC_PID OBC_HELD < "$OBC_LOCK/owner"; } 2>/dev/null || return 1
-  if { [ -n "${SLURM_JOB_ID:-}" ] && [ "${OBC_HELD:-}" = "$SLURM_JOB_ID" ]; } ||
-     { [ "$OBC_HOST" = "$(uname -n)" ] && ! kill -0 "$OBC_PID" 2>/dev/null; }; then
-    mv -- "$OBC_LOCK" "$OBC_LOCK.ended.$$" 2>/dev/null && rm -rf -- "$OBC_LOCK.ended.$$"
-    return 0
+  # (Its pid is there for people to read.)
+  { read -r OBC_HOST OBC_WORD OBC_HELD < "$OBC_LOCK/owner"; } 2>/dev/null || return 1
+  if [ "$OBC_HOST" = "$(uname -n)" ]; then
+    flock -n -s 7 7< "$OBC_LOCK/held"
+  else
+    [ -n "${SLURM_JOB_ID:-}" ] && [ "${OBC_HELD:-}" = "$SLURM_JOB_ID" ]
   fi
-  return 1
 }
 
 # obc_write_file PATH [chomp] <<'EOF': writes the here-document to PATH in the run dir:
@@ -643,6 +677,7 @@ OBC_CHECKPOINTS=$OBC_RUN_DIR/model-out
 
 if [ -z "$OBC_DRY_RUN" ]; then
   obc_which setsid "$PATH" >/dev/null || obc_preflight_failure 'setsid (util-linux) not found on PATH'
+  obc_which flock "$PATH" >/dev/null || obc_preflight_failure 'flock (util-linux) not found on PATH'
   [ -n "$OBC_RUN_HASH" ] || obc_preflight_failure 'sha256sum (coreutils) not found on PATH'
   command -v podman >/dev/null 2>&1 || obc_preflight_failure 'podman not found on PATH'
   case $OBC_RUN_DIR$OBC_CACHE_DIR in
@@ -680,7 +715,7 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 1: what this job means, as `obc plan` reads it back ---
+# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
 # {
 #   "id": "podman-gpus",
 #   "source_file": "run.yaml",
@@ -705,8 +740,9 @@ obc_exit 0
 #   },
 #   "files": {
 #     "axolotl.yaml": {
-#       "content": "sha256:e0b701c5f75edec7b549abf4522c4c382ce180ba1d903ce50e4a8712412cc320",
-#       "origin": "trainer.axolotl.config"
+#       "content": {"sha256": "e0b701c5f75edec7b549abf4522c4c382ce180ba1d903ce50e4a8712412cc320"},
+#       "origin": "trainer.axolotl.config",
+#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
 #     }
 #   },
 #   "env": {
