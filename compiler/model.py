@@ -69,6 +69,12 @@ class Checkpoints:
     host_rest: str
     resume: bool
 
+    @property
+    def host_suffix(self) -> str:
+        """What leads from host_base to output_dir: nothing when it is that folder (so that
+        messages name it as written), else `/` and host_rest."""
+        return "" if self.host_rest == "." else "/" + self.host_rest
+
 
 @dataclass(frozen=True, slots=True)
 class OnSignal:
@@ -159,6 +165,13 @@ class Job:
         """Whether a run may start again from the top as the same Slurm job (requeued by
         Slurm, or by itself), and so skips the steps it finished."""
         return self.slurm is not None and self.slurm.restartable
+
+    @property
+    def output_dir_outside(self) -> bool:
+        """Whether train's output_dir, where the job moves checkpoints aside and makes the
+        trigger file, is a folder outside the run dir (absolute, or a mount's source):
+        preflight checks it as it checks the run dir."""
+        return self.checkpoints is not None and self.checkpoints.host_base is not None
 
     @property
     def container(self) -> Container | None:

@@ -138,7 +138,8 @@ class Sandbox:
         tools = self.root / "tools"
         tools.mkdir(exist_ok=True)
         for tool in ("env", "setsid", "mkdir", "cat", "mv", "kill", "python3", "id", "find",
-                     "sha256sum", "cut", "uname", "mktemp", "chmod", "rm", "sleep", "sh", "sed"):
+                     "sha256sum", "cut", "uname", "mktemp", "chmod", "rm", "sleep", "sh", "sed",
+                     "ln", "stat"):
             link = tools / tool
             if not link.exists():
                 link.symlink_to(shutil.which(tool))

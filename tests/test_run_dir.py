@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import compile_text, write_script
 
 PLUGIN = "\"\"\"a plugin\"\"\"\n"
-OTHER_USER = 4321
+OTHER_USER = 65534
 
 
 def job(tmp_path, shared: bool = False) -> str:
@@ -50,8 +50,10 @@ def test_a_run_dir_another_user_could_change_is_refused(sandbox, tmp_path, mode,
     run = run_in(sandbox, tmp_path, run_dir)
     if refused:
         assert run.returncode == 3
+        owner = "nobody (uid 65534)" if owner else "root (uid 0)"
         assert f"obc: preflight: the run dir {run_dir} is not a folder of yours that only " \
-               "you can write (paths.shared allows a team's folder)" in run.stderr
+               f"you can write (a directory owned by {owner}, mode {mode:o}; paths.shared " \
+               "allows a team's folder)" in run.stderr
         assert run.steps == [] and sorted(p.name for p in run_dir.iterdir()) == []
         assert run_in(sandbox, tmp_path, run_dir, shared=True).returncode == 0
     else:
