@@ -138,3 +138,24 @@ def test_a_lock_left_by_a_run_that_has_ended_is_taken_over(sandbox, tmp_path):
     assert f"is in use by another run of this job (host, pid, Slurm job: " \
            f"{os.uname().nodename} {os.getpid()} )" in run.stderr
     assert json.loads((run_dir / ".obc/status.json").read_text())["attempt"] == 1
+
+
+def test_a_run_dir_that_is_another_users_link_is_refused(sandbox, tmp_path):
+    # In a folder such as /tmp, another user names the run dir before the job does, as a
+    # link to a folder of the user's: the job would write there.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    sticky = tmp_path / "scratch"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    run_dir = sticky / "run"
+    run_dir.symlink_to(mine)
+    os.lchown(run_dir, OTHER_USER, OTHER_USER)
+    run = run_in(sandbox, tmp_path, run_dir)
+    assert run.returncode == 3, run.stderr
+    assert f"the run dir {run_dir} is not a folder of yours that only you can write (a link " \
+           "owned by nobody (uid 65534), to a directory owned by root (uid 0), mode 755" \
+        in run.stderr
+    assert list(mine.iterdir()) == []
+    os.lchown(run_dir, 0, 0)  # the user's own link leads where they chose
+    assert run_in(sandbox, tmp_path, run_dir).returncode == 0
