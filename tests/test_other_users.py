@@ -204,7 +204,8 @@ def sourced_marker(tmp_path: Path) -> tuple[Path, str]:
 
 
 # F6 of the attack review: an env file another user owns, which anyone can write.
-def test_an_env_file_of_another_user_is_not_sourced(sandbox, tmp_path):
+@pytest.mark.parametrize("shell", SHELLS)
+def test_an_env_file_of_another_user_is_not_sourced(sandbox, tmp_path, shell):
     marker, line = sourced_marker(tmp_path)
     folder = tmp_path / "x"
     folder.mkdir()
@@ -213,7 +214,8 @@ def test_an_env_file_of_another_user_is_not_sourced(sandbox, tmp_path):
     env_file.chmod(0o666)
     give_away(env_file)
 
-    run = sandbox.run(write_script(tmp_path, compile_text(tmp_path, env_job(env_file))))
+    run = sandbox.run(write_script(tmp_path, compile_text(tmp_path, env_job(env_file))),
+                      shell=shell)
 
     assert run.returncode == 3, run.stderr
     assert f"obc: preflight: runtime.env_file: {env_file} is a regular file owned by nobody " \
@@ -221,7 +223,8 @@ def test_an_env_file_of_another_user_is_not_sourced(sandbox, tmp_path):
            "(paths.shared allows a team's)" in run.stderr
     assert not marker.exists()
     shared = env_job(env_file, shared=True)
-    assert sandbox.run(write_script(tmp_path, compile_text(tmp_path, shared))).returncode == 0
+    run = sandbox.run(write_script(tmp_path, compile_text(tmp_path, shared)), shell=shell)
+    assert run.returncode == 0, run.stderr
     assert marker.exists()
 
 
@@ -258,7 +261,8 @@ def make_venv(path: Path) -> Path:
 
 
 # F6 again: a venv whose interpreter another user put there.
-def test_a_venv_with_another_users_python_is_not_run(sandbox, tmp_path):
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_venv_with_another_users_python_is_not_run(sandbox, tmp_path, shell):
     marker, line = sourced_marker(tmp_path)
     env_file = tmp_path / "job.env"
     env_file.write_text("\n")
@@ -270,7 +274,7 @@ def test_a_venv_with_another_users_python_is_not_run(sandbox, tmp_path):
     give_away(python)
 
     text = env_job(env_file, venv=venv, program="python")
-    run = sandbox.run(write_script(tmp_path, compile_text(tmp_path, text)))
+    run = sandbox.run(write_script(tmp_path, compile_text(tmp_path, text)), shell=shell)
 
     assert run.returncode == 3, run.stderr
     assert f"obc: preflight: runtime.venv: {python} is a regular file owned by nobody " \
