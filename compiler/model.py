@@ -167,11 +167,13 @@ class Job:
         return self.slurm is not None and self.slurm.restartable
 
     @property
-    def output_dir_outside(self) -> bool:
-        """Whether train's output_dir, where the job moves checkpoints aside and makes the
-        trigger file, is a folder outside the run dir (absolute, or a mount's source):
-        preflight checks it as it checks the run dir."""
-        return self.checkpoints is not None and self.checkpoints.host_base is not None
+    def checked_output_dir(self) -> bool:
+        """Whether preflight checks train's output_dir (where the job moves checkpoints aside
+        and makes the trigger file) as it checks the run dir: when it is outside the run dir
+        (absolute, or a mount's source), or anywhere in a run dir a team shares, where another
+        member could have put a link in its place."""
+        return self.checkpoints is not None and \
+            (self.shared or self.checkpoints.host_base is not None)
 
     @property
     def container(self) -> Container | None:

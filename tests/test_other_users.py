@@ -174,6 +174,34 @@ def test_an_output_dir_outside_the_run_dir_is_checked_as_the_run_dir_is(sandbox,
     assert stop_while_training(sandbox, tmp_path, shared, run_dir)[0] == 143
 
 
+@pytest.mark.parametrize("planted", ["run dir", "output_dir"])
+def test_in_a_shared_folder_another_users_link_is_not_taken_for_a_folder(sandbox, tmp_path,
+                                                                          planted):
+    # paths.shared lets the run dir and output_dir be a team member's folders, but not their
+    # links: the job and its trainer would write where they chose, into a folder of the user's.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    team = shared_folder(tmp_path)
+    if planted == "run dir":
+        link = team / "shr"
+    else:
+        (team / "shr").mkdir(mode=0o777)
+        give_away(team / "shr")
+        link = team / "shr" / "output"
+    link.symlink_to(mine)
+    give_away(link)
+    what = "the run dir" if planted == "run dir" else "Axolotl's output_dir"
+
+    code, stderr = stop_while_training(sandbox, tmp_path, trainer_job(team / "shr"),
+                                       team / "shr")
+
+    assert code == 3, stderr
+    assert f"obc: preflight: {what} {link} is a link owned by nobody (uid 65534), to a " \
+           "directory owned by root (uid 0), mode 755: the job follows no other user's link" \
+        in stderr
+    assert list(mine.iterdir()) == []
+
+
 @pytest.mark.parametrize("output_dir", ["../elsewhere", "out/../../x", ".."])
 def test_a_relative_output_dir_that_leaves_the_run_dir_is_refused(tmp_path, output_dir):
     (tmp_path / "run.yaml").write_text(trainer_job(tmp_path / "run", output_dir, False))
