@@ -174,6 +174,32 @@ def test_an_output_dir_outside_the_run_dir_is_checked_as_the_run_dir_is(sandbox,
     assert stop_while_training(sandbox, tmp_path, shared, run_dir)[0] == 143
 
 
+def test_a_mounted_output_dir_is_checked_on_the_machine(sandbox, tmp_path):
+    # In a container, output_dir /data/out is the mount's source on the machine.
+    theirs = tmp_path / "data"
+    theirs.mkdir()
+    give_away(theirs)
+    (tmp_path / "run.yaml").write_text(f"""\
+version: 1
+id: mounted
+runtime:
+  kind: docker
+  image: busybox@sha256:{"0" * 64}
+  mounts: [{{source: {theirs}, target: /data}}]
+paths: {{run_dir: {tmp_path / "run"}}}
+trainer: {{axolotl: {{config: {{output_dir: /data/out}}}}}}
+""")
+    result = compile_files([tmp_path / "run.yaml"], out=tmp_path / "out")
+    (script,) = result.scripts
+
+    run = sandbox.run(write_script(tmp_path, script.text))
+
+    assert run.returncode == 3, run.stderr
+    assert f"obc: preflight: Axolotl's output_dir would be created in {theirs}, which another " \
+           "user can change (a directory owned by nobody (uid 65534), mode 755" in run.stderr
+    assert run.engine_runs == []
+
+
 @pytest.mark.parametrize("planted", ["run dir", "output_dir"])
 def test_in_a_shared_folder_another_users_link_is_not_taken_for_a_folder(sandbox, tmp_path,
                                                                           planted):
