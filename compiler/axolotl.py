@@ -211,6 +211,10 @@ def _checkpoint_problems(data: dict[str, Any], config: dict[str, Any]) -> \
         yield (("output_dir",) if "output_dir" in config else ()), \
             "output_dir must be a plain path: the job looks for checkpoints in it", \
             "or set trainer.axolotl.resume: never and checkpoint.on_signal: false"
+    elif posixpath.normpath(output_dir).split("/")[0] == "..":
+        yield ("output_dir",), f"{show(output_dir)} leaves the run dir, and no check " \
+            "covers where it leads", "keep it in the run dir, or make it absolute: the job " \
+            "then checks that folder as it checks the run dir"
     elif output_dir.startswith("/") and data["runtime"]["kind"] != "native" and \
             host_folder(output_dir, mounts_of(data["runtime"])) is None:
         yield ("output_dir",), f"{show(output_dir)} is in no folder the container mounts, " \

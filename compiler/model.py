@@ -72,6 +72,12 @@ class Checkpoints:
     host_rest: str
     resume: bool
 
+    @property
+    def host_suffix(self) -> str:
+        """What leads from host_base to output_dir: nothing when it is that folder (so that
+        messages name it as written), else `/` and host_rest."""
+        return "" if self.host_rest == "." else "/" + self.host_rest
+
 
 @dataclass(frozen=True, slots=True)
 class OnSignal:
@@ -170,6 +176,15 @@ class Job:
         """Whether a run may start again from the top as the same Slurm job (requeued by
         Slurm, or by itself), and so skips the steps it finished."""
         return self.slurm is not None and self.slurm.restartable
+
+    @property
+    def checked_output_dir(self) -> bool:
+        """Whether preflight checks train's output_dir (where the job moves checkpoints aside
+        and makes the trigger file) as it checks the run dir: when it is outside the run dir
+        (absolute, or a mount's source), or anywhere in a run dir a team shares, where another
+        member could have put a link in its place."""
+        return self.checkpoints is not None and \
+            (self.shared or self.checkpoints.host_base is not None)
 
     @property
     def container(self) -> Container | None:

@@ -99,6 +99,12 @@ class Native:
     venv: str | None
     env_file: str | None
 
+    @property
+    def runs_from_paths(self) -> bool:
+        """Whether the job runs code from paths the run file names (the venv, the env file),
+        which preflight checks that no other user could change."""
+        return bool(self.venv or self.env_file)
+
 
 def is_image_file(image: str) -> bool:
     """Whether an image is a file on the machine that runs the job (a SIF or squashfs path,

@@ -140,7 +140,7 @@ class Sandbox:
         tools.mkdir(exist_ok=True)
         for tool in ("env", "setsid", "flock", "mkdir", "cat", "mv", "kill", "python3", "id",
                      "find", "sha256sum", "cut", "uname", "mktemp", "chmod", "rm", "sleep", "sh",
-                     "sed"):
+                     "sed", "ln", "stat"):
             link = tools / tool
             if not link.exists():
                 link.symlink_to(shutil.which(tool))

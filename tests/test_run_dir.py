@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import compile_text, write_script
 
 PLUGIN = "\"\"\"a plugin\"\"\"\n"
-OTHER_USER = 4321
+OTHER_USER = 65534
 
 
 def job(tmp_path, shared: bool = False) -> str:
@@ -51,8 +51,10 @@ def test_a_run_dir_another_user_could_change_is_refused(sandbox, tmp_path, mode,
     run = run_in(sandbox, tmp_path, run_dir)
     if refused:
         assert run.returncode == 3
+        owner = "nobody (uid 65534)" if owner else "root (uid 0)"
         assert f"obc: preflight: the run dir {run_dir} is not a folder of yours that only " \
-               "you can write (paths.shared allows a team's folder)" in run.stderr
+               f"you can write (a directory owned by {owner}, mode {mode:o}; paths.shared " \
+               "allows a team's folder)" in run.stderr
         assert run.steps == [] and sorted(p.name for p in run_dir.iterdir()) == []
         assert run_in(sandbox, tmp_path, run_dir, shared=True).returncode == 0
     else:
@@ -155,3 +157,24 @@ def test_a_lock_left_by_a_run_that_has_ended_is_taken_over(sandbox, tmp_path):
                       env=sandbox.env(SLURM_JOB_ID="17"))
     assert run.returncode == 0, run.stderr
     assert not lock.exists()
+
+
+def test_a_run_dir_that_is_another_users_link_is_refused(sandbox, tmp_path):
+    # In a folder such as /tmp, another user names the run dir before the job does, as a
+    # link to a folder of the user's: the job would write there.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    sticky = tmp_path / "scratch"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    run_dir = sticky / "run"
+    run_dir.symlink_to(mine)
+    os.lchown(run_dir, OTHER_USER, OTHER_USER)
+    run = run_in(sandbox, tmp_path, run_dir)
+    assert run.returncode == 3, run.stderr
+    assert f"the run dir {run_dir} is not a folder of yours that only you can write (a link " \
+           "owned by nobody (uid 65534), to a directory owned by root (uid 0), mode 755" \
+        in run.stderr
+    assert list(mine.iterdir()) == []
+    os.lchown(run_dir, 0, 0)  # the user's own link leads where they chose
+    assert run_in(sandbox, tmp_path, run_dir).returncode == 0

@@ -338,7 +338,19 @@ obc_remove_leftover() {
 # could make the job write through a link of theirs.
 obc_guarded() {
   [ -n "$(find -H "$1" -prune -type d \( -user "$(id -u)" -o -user "${2:-$(id -u)}" \) \
-    \( -perm -1000 -o ! -perm -0020 ! -perm -0002 \) -print 2>/dev/null)" ]
+    \( -perm -1000 -o ! -perm -0020 ! -perm -0002 \) -print 2>/dev/null)" ] && obc_own_link "$1"
+}
+
+# True unless $1 is a link of another user's (neither the user's nor root's): in a folder
+# such as /tmp, or one a team shares, it would lead the job where that user chose.
+obc_own_link() {
+  [ ! -L "$1" ] || [ -n "$(find -P "$1" -prune \( -user "$(id -u)" -o -user 0 \) -print)" ]
+}
+
+# Says what $1 is, whose, and its mode; for a link, whose link it is, and what it leads to.
+obc_described() {
+  [ ! -L "$1" ] || printf '%s' "$(stat -c 'a link owned by %U (uid %u), to ' -- "$1")"
+  stat -L -c 'a %F owned by %U (uid %u), mode %a' -- "$1" 2>/dev/null || printf nothing
 }
 
 # Prints the deepest folder of path $1 that exists.
@@ -350,14 +362,21 @@ obc_existing_parent() {
   printf '%s\n' "${OBC_WORD:-/}"
 }
 
-# Preflight: the run dir, or the folder it will be created in, is safe to write into.
-obc_check_run_dir() {
-  if [ -e "$OBC_RUN_DIR" ] || [ -L "$OBC_RUN_DIR" ]; then
-    obc_guarded "$OBC_RUN_DIR" || obc_preflight_failure "the run dir $OBC_RUN_DIR is not a folder of yours that only you can write (paths.shared allows a team's folder)"
+# Preflight: folder $1 (the run dir, or another folder the job writes into, which $2
+# names), or the folder it will be created in, is safe to write into.
+obc_check_folder() {
+  if [ -e "$1" ] || [ -L "$1" ]; then
+    obc_guarded "$1" || obc_preflight_failure "$2 $1 is not a folder of yours that only you can write ($(obc_described "$1"); paths.shared allows a team's folder)"
   else
-    OBC_WORD=$(obc_existing_parent "$OBC_RUN_DIR")
-    obc_guarded "$OBC_WORD" 0 || obc_preflight_failure "the run dir would be created in $OBC_WORD, which another user can change (paths.shared allows a team's folder)"
+    OBC_WORD=$(obc_existing_parent "$1")
+    obc_guarded "$OBC_WORD" 0 || obc_preflight_failure "$2 would be created in $OBC_WORD, which another user can change ($(obc_described "$OBC_WORD"); paths.shared allows a team's folder)"
   fi
+}
+
+# Preflight: the run dir, and Axolotl's output_dir where another user could have put
+# something in its place, or the folders to create them in, are safe to write into.
+obc_check_run_dir() {
+  obc_check_folder "$OBC_RUN_DIR" 'the run dir'
 }
 
 # Creates the run dir and takes it for this run: its .obc folder (the job's own records,
@@ -476,37 +495,60 @@ obc_begin_attempt() {
   case $OBC_ATTEMPT in '' | *[!0-9]*) OBC_ATTEMPT=0 ;; esac
   OBC_ATTEMPT=$((OBC_ATTEMPT + 1))
   OBC_STARTED_AT=$(obc_now)
-  if ! { mkdir -p -- "$OBC_RUN_DIR/.obc/logs" &&
-          printf '%s\n' "$OBC_ATTEMPT" > "$OBC_TMP/attempt" &&
-          mv -fT -- "$OBC_TMP/attempt" "$OBC_RUN_DIR/.obc/attempt"; }; then
+  if ! { mkdir -p -- "$OBC_RUN_DIR/.obc/logs" && obc_save_record attempt "$OBC_ATTEMPT"; }; then
     obc_fail "cannot record the attempt in $OBC_RUN_DIR/.obc"
   fi
   obc_status running
 }
 
-# obc_status STATE [EXIT_CODE]: writes .obc/status.json for this attempt, atomically.
+# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json.
 obc_status() {
   [ -n "$OBC_ATTEMPT" ] || return 0
   OBC_ENDED_AT=
   case $1 in running) ;; *) OBC_ENDED_AT=$(obc_now) ;; esac
-  printf '{"job": "%s", "attempt": %s, "state": "%s", "step": %s, "exit_code": %s, ' \
-    "$OBC_JOB" "$OBC_ATTEMPT" "$1" "$(obc_json "${OBC_NAME:-}")" "${2:-null}" \
-    > "$OBC_TMP/status.json"
-  printf '"started_at": "%s", "ended_at": %s, "slurm_job_id": %s, "slurm_restarts": %s, ' \
-    "$OBC_STARTED_AT" "$(obc_json "$OBC_ENDED_AT")" "$(obc_json "${SLURM_JOB_ID:-}")" \
-    "${SLURM_RESTART_COUNT:-null}" >> "$OBC_TMP/status.json"
-  printf '"resumed_from": %s}\n' "$(obc_json "$OBC_RESUMED_FROM")" >> "$OBC_TMP/status.json"
-  mv -fT -- "$OBC_TMP/status.json" "$OBC_RUN_DIR/.obc/status.json" ||
+  OBC_RECORD=$(
+    printf '{"job": "%s", "attempt": %s, "state": "%s", "step": %s, ' \
+      "$OBC_JOB" "$OBC_ATTEMPT" "$1" "$(obc_json "${OBC_NAME:-}")"
+    printf '"exit_code": %s, "started_at": "%s", "ended_at": %s, "slurm_job_id": %s, ' \
+      "${2:-null}" "$OBC_STARTED_AT" "$(obc_json "$OBC_ENDED_AT")" \
+      "$(obc_json "${SLURM_JOB_ID:-}")"
+    printf '"slurm_restarts": %s, "resumed_from": %s}' \
+      "${SLURM_RESTART_COUNT:-null}" "$(obc_json "$OBC_RESUMED_FROM")")
+  obc_save_record status.json "$OBC_RECORD" ||
     printf 'obc: cannot record the status in %s/.obc\n' "$OBC_RUN_DIR" >&2
 }
 
-# job.sh --status: the record of the job's last attempt in the run dir.
-obc_show_status() {
-  if [ -r "$OBC_RUN_DIR/.obc/status.json" ]; then
-    cat -- "$OBC_RUN_DIR/.obc/status.json"
-    exit 0
+# obc_save_record NAME LINE: replaces the record .obc/NAME with LINE, whole or not at all
+# (the last whole record stays): written into the private temporary folder, read back (a
+# full disk leaves a file empty or cut short), and only then renamed into place.
+obc_save_record() {
+  if printf '%s\n' "$2" > "$OBC_TMP/$1" && [ "$(cat -- "$OBC_TMP/$1")" = "$2" ] &&
+     mv -fT -- "$OBC_TMP/$1" "$OBC_RUN_DIR/.obc/$1"; then
+    return 0
   fi
-  printf 'obc: no run of %s in %s yet\n' "$OBC_JOB" "$OBC_RUN_DIR" >&2
+  rm -f -- "$OBC_TMP/$1"
+  return 1
+}
+
+# job.sh --status: the record of the job's last attempt in the run dir, if it is whole: one
+# that a full disk cut short, by an older obc or anything else, is not shown as a state.
+obc_show_status() {
+  OBC_RECORD_FILE=$OBC_RUN_DIR/.obc/status.json
+  if [ ! -e "$OBC_RECORD_FILE" ] && [ ! -L "$OBC_RECORD_FILE" ]; then
+    printf 'obc: no run of %s in %s yet\n' "$OBC_JOB" "$OBC_RUN_DIR" >&2
+    exit 1
+  fi
+  if ! OBC_RECORD=$(cat -- "$OBC_RECORD_FILE" 2>/dev/null); then
+    printf 'obc: cannot read the record %s\n' "$OBC_RECORD_FILE" >&2
+    exit 1
+  fi
+  case $OBC_RECORD in
+    '{"job": '*', "resumed_from": '*'}')
+      printf '%s\n' "$OBC_RECORD"
+      exit 0 ;;
+  esac
+  printf 'obc: the record %s is empty or cut short (a full disk?): no state to show\n' \
+    "$OBC_RECORD_FILE" >&2
   exit 1
 }
 
@@ -601,7 +643,12 @@ obc_step_alive() {
 obc_ask_checkpoint() {
   [ "$OBC_NAME" = train ] && [ -d "$OBC_CHECKPOINTS" ] || return 0
   OBC_NEWEST=$(obc_newest_checkpoint)
-  : > "$OBC_CHECKPOINTS"/axolotl_checkpoint.save || return 0
+  OBC_TRIGGER="$OBC_CHECKPOINTS"/axolotl_checkpoint.save
+  if [ -e "$OBC_TRIGGER" ] || [ -L "$OBC_TRIGGER" ]; then
+    printf 'obc: cannot ask Axolotl for a checkpoint: %s is there already\n' "$OBC_TRIGGER" >&2
+    return 0
+  fi
+  obc_create_new "$OBC_TRIGGER" || return 0
   printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' 45 >&2
   OBC_LEFT=45
   while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
@@ -614,7 +661,21 @@ obc_ask_checkpoint() {
     OBC_LEFT=$((OBC_LEFT - 1))
   done
   [ "$OBC_LEFT" -gt 0 ] || printf 'obc: no checkpoint within %s s\n' 45 >&2
-  rm -f -- "$OBC_CHECKPOINTS"/axolotl_checkpoint.save
+  rm -f -- "$OBC_TRIGGER"
+}
+
+# Creates the empty file $1, which is not there, and never through a link (output_dir may
+# be a folder others can write, who could leave one under its name): made new by mktemp
+# beside it, then hard-linked into place, which neither follows a link nor replaces
+# anything. A shell's noclobber (`set -C`) would not do: every shell opens a link to a pipe
+# or a device with it, and yash loops for ever on a link that leads nowhere.
+# shellcheck disable=SC2329 # called from the traps
+obc_create_new() {
+  OBC_NEW=$(mktemp "${1%/*}/.obc-new.XXXXXX") || return 1
+  ln -T -- "$OBC_NEW" "$1"
+  set -- "$?"
+  rm -f -- "$OBC_NEW"
+  return "$1"
 }
 
 # A scheduler's TERM (Slurm at its time limit, scancel), ^C or a lost terminal: stop the

@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=801c23c99e960b00952dfff9b435c7b8ffbab54c107038c1f4d4a0eb5b539c91 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=611e9512c5c6fe6352cd50c059b6ee8c2404dff90eb1d62328db83cd19af7585 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=5c899e67f348f8e4438b5234d898a1f2332ce61c68860b082ece3160738dfa70 ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=f4cd4b0c3feda12fbd766712d57646c138b5b4ef9e9fbad4c8dd150309f2ec3b ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=50910d4db3ab7ab530b4dea363128b08009ffa16d2e8a851af5a887ab403487f ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=b65100fdbe7cad48e37ad1f160b53dfc57fc32e6dbc716b160643583ff17ee6e ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=b2370cf08e7980b278ed36f78760db1686020960329d1fdc207ddd15d36cbd89 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=7c5e0f703648daf4dd2a0569f43931d661d7dbcd54fe2d91137a2508f0a47a62 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=5aaa86faf3ce3a0d04bfb391b61f2c27d938a961be0f72b2769c2e54ba22b16d ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=4d1a1f14022eb0cb81f3132df18b953057cfde62337178e6ff58b38a4b59d63d ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=0b7fcfbdd23d230b889bc5407e72193643b4f80d8494800213040e70c0bc9b79 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=82c004ed0a2f6fc1022f6d1bb3dec9ac2f59baa07aeabac4474a3f52b042f9e4 ;;
     *) return 1 ;;
   esac
 }
@@ -406,32 +406,32 @@ exit 0
 #     "lr-sweep-1e-4-1": {
 #       "index": 0,
 #       "labels": ["1e-4", "1"],
-#       "checksum": "801c23c99e960b00952dfff9b435c7b8ffbab54c107038c1f4d4a0eb5b539c91"
+#       "checksum": "b2370cf08e7980b278ed36f78760db1686020960329d1fdc207ddd15d36cbd89"
 #     },
 #     "lr-sweep-1e-4-2": {
 #       "index": 1,
 #       "labels": ["1e-4", "2"],
-#       "checksum": "611e9512c5c6fe6352cd50c059b6ee8c2404dff90eb1d62328db83cd19af7585"
+#       "checksum": "7c5e0f703648daf4dd2a0569f43931d661d7dbcd54fe2d91137a2508f0a47a62"
 #     },
 #     "lr-sweep-2e-4-1": {
 #       "index": 2,
 #       "labels": ["2e-4", "1"],
-#       "checksum": "5c899e67f348f8e4438b5234d898a1f2332ce61c68860b082ece3160738dfa70"
+#       "checksum": "5aaa86faf3ce3a0d04bfb391b61f2c27d938a961be0f72b2769c2e54ba22b16d"
 #     },
 #     "lr-sweep-2e-4-2": {
 #       "index": 3,
 #       "labels": ["2e-4", "2"],
-#       "checksum": "f4cd4b0c3feda12fbd766712d57646c138b5b4ef9e9fbad4c8dd150309f2ec3b"
+#       "checksum": "4d1a1f14022eb0cb81f3132df18b953057cfde62337178e6ff58b38a4b59d63d"
 #     },
 #     "lr-sweep-4e-4-1": {
 #       "index": 4,
 #       "labels": ["4e-4", "1"],
-#       "checksum": "50910d4db3ab7ab530b4dea363128b08009ffa16d2e8a851af5a887ab403487f"
+#       "checksum": "0b7fcfbdd23d230b889bc5407e72193643b4f80d8494800213040e70c0bc9b79"
 #     },
 #     "lr-sweep-long": {
 #       "index": 5,
 #       "labels": ["", ""],
-#       "checksum": "b65100fdbe7cad48e37ad1f160b53dfc57fc32e6dbc716b160643583ff17ee6e"
+#       "checksum": "82c004ed0a2f6fc1022f6d1bb3dec9ac2f59baa07aeabac4474a3f52b042f9e4"
 #     }
 #   },
 #   "combinations": 6,

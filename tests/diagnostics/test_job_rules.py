@@ -36,6 +36,14 @@ BAD = [
     # Normalised first: `..` leaves the run dir (this was a traceback when checkpoints mapped it).
     case("output-dir-dotdot-out-of-run-dir", with_output_dir("/workspace/run/../x"), 4, 57,
          "trainer.axolotl.config.output_dir", "is in no folder the container mounts"),
+    # A relative output_dir is in the run dir, which preflight checks; `..` would leave it
+    # for a folder no check covers (and, in a container, one it does not mount).
+    *[case(f"output-dir-relative-leaves-run-dir-{kind}",
+           with_output_dir(path).replace("docker", kind), 4, 57,
+           "trainer.axolotl.config.output_dir",
+           f"'{path}' leaves the run dir, and no check covers where it leads",
+           "or make it absolute")
+      for kind, path in [("docker", "../x"), ("native", "out/../../x")]],
     case("credential-name-in-env", BASE + "env:\n  HF_TOKEN: abc\n", 6, 3, "env.HF_TOKEN",
          "'HF_TOKEN' looks like the name of a credential", "written into the script",
          "secrets: [HF_TOKEN]", "secret: false"),
