@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .model import Job
-from .slurm import allocation
+from .slurm import allocation, time_limit_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,14 +29,18 @@ class Compute:
     runs: int
     gpu_hours: float | None
 
-    def text(self) -> str:
+    def gpus_text(self) -> str:
+        """The GPUs, and the line that asks for them: `4 GPUs × 2 nodes`."""
         if self.gpus == "all":
             gpus = f"all GPUs of {_count(self.nodes, 'node')}"
         elif self.gpus_per_node is not None:
             gpus = f"{_count(self.gpus_per_node, 'GPU')} × {_count(self.nodes, 'node')}"
         else:
             gpus = _count(self.gpus, "GPU")
-        gpus += f" ({self.asked_by})" if self.asked_by else ""
+        return gpus + (f" ({self.asked_by})" if self.asked_by else "")
+
+    def text(self) -> str:
+        gpus = self.gpus_text()
         hours = "no time limit" if self.hours is None else f"{self.hours:g} h"
         count = "all" if self.tasks is None else self.tasks
         tasks = "" if self.array is None else f" × {count} array tasks (--array={self.array})"
@@ -71,18 +75,9 @@ def compute_of(directives: tuple[str, ...], runs: int = 1) -> Compute:
 
 
 def time_limit_hours(time: str) -> float | None:
-    """Return a Slurm time limit (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in
-    hours; None for UNLIMITED or INFINITE."""
-    if not time[0].isdigit():
-        return None
-    days, _, clock = time.rpartition("-")
-    parts = [int(part) for part in clock.split(":")]
-    if days:  # D-HH[:MM[:SS]]
-        hours, minutes, seconds = [*parts, 0, 0][:3]
-        hours += int(days) * 24
-    else:  # MM, MM:SS or HH:MM:SS
-        hours, minutes, seconds = [0, *parts, 0][:3] if len(parts) < 3 else parts
-    return round(hours + minutes / 60 + seconds / 3600, 4)
+    """Return a Slurm time limit in hours; None for UNLIMITED or INFINITE."""
+    seconds = time_limit_seconds(time)
+    return None if seconds is None else round(seconds / 3600, 4)
 
 
 def _count(number: int, noun: str) -> str:

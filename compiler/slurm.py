@@ -24,6 +24,27 @@ def default_signal(slurm: dict) -> str:
     return DEFAULT_RESTART_SIGNAL if "max_restarts" in slurm else DEFAULT_SLURM_SIGNAL
 
 
+def time_limit_seconds(time: str) -> int | None:
+    """Return a Slurm time limit (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in
+    seconds as written; None for UNLIMITED or INFINITE. ValueError if it is none of these."""
+    if time in ("UNLIMITED", "INFINITE"):
+        return None
+    days, _, clock = time.rpartition("-")
+    parts = [int(part) for part in clock.split(":")]
+    if days:  # D-HH[:MM[:SS]]
+        hours, minutes, seconds = [*parts, 0, 0][:3]
+        hours += int(days) * 24
+    else:  # MM, MM:SS or HH:MM:SS
+        hours, minutes, seconds = [0, *parts, 0][:3] if len(parts) < 3 else parts
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def granted_seconds(seconds: int) -> int:
+    """The time limit Slurm grants for one of `seconds`: whole minutes, a part of one
+    rounded up (0 is no limit at all to Slurm, which rules/stop.py refuses)."""
+    return -(-seconds // 60) * 60
+
+
 # The variables a multi-node job exports to every step (README, "Running on Slurm").
 RENDEZVOUS_NAMES = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE")
 

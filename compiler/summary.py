@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import shell
+from .gpu_hours import compute
 from .model import Job
 from .runtimes import (
     CONTAINER_HOME,
@@ -50,7 +51,7 @@ def help_lines(job: Job) -> list[str]:
         ("obc", [job.obc_version]),
         ("inputs", [job.inputs]),
         ("runtime", _runtime(job)),
-        ("gpus", [job.gpus if isinstance(job.gpus, str) else ", ".join(job.gpus)]),
+        ("gpus", [_gpus(job)]),
         ("slurm", _slurm(job)),
         ("run dir", [f"{job.run_dir}  (--run-dir DIR)"
                      + ("; may be in a folder the team shares" if job.shared else "")]),
@@ -193,6 +194,17 @@ def _native(native: Native) -> list[str]:
     if native.env_file:
         lines.append(f"sources {native.env_file} first")
     return lines
+
+
+def _gpus(job: Job) -> str:
+    """The GPUs the job gets: under Slurm, what its #SBATCH lines allocate (the bill's
+    count, gpu_hours.py), which is all the steps can see; else what runtime.gpus names."""
+    if job.slurm is None:
+        return job.gpus if isinstance(job.gpus, str) else ", ".join(job.gpus)
+    given = compute(job)
+    if given.gpus == 0:
+        return "none: no #SBATCH line asks Slurm for GPUs"
+    return f"{given.gpus_text()}, given by Slurm"
 
 
 def _slurm(job: Job) -> list[str]:

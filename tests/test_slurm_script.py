@@ -148,6 +148,24 @@ slurm: {}
     ]
 
 
+@pytest.mark.parametrize(("slurm", "gpus"), [
+    # Issue 20: a CPU-only job gets no GPUs from Slurm, whatever runtime.gpus says.
+    ("{}", "none: no #SBATCH line asks Slurm for GPUs"),
+    ("{gpus_per_node: 2, nodes: 2}", "2 GPUs × 2 nodes, given by Slurm"),
+    ("{gpus_per_node: 1}", "1 GPU × 1 node, given by Slurm"),
+])
+def test_the_header_states_the_gpus_slurm_gives(tmp_path, slurm, gpus):
+    text = compile_text(tmp_path, f"""\
+version: 1
+id: g
+runtime: {{kind: native}}
+steps: [{{name: s, run: [record]}}]
+slurm: {slurm}
+""")
+    assert f"# gpus        {gpus}\n" in text
+    assert "# gpus        all" not in text
+
+
 MULTI_NODE = """\
 version: 1
 id: mn

@@ -1,6 +1,7 @@
 """How a job ends when it is told to stop: the signal Slurm sends before the time limit must
 reach the script and be one it stops on, early enough for the checkpoint it waits for and
-the step's stop timeout; a job that requeues itself must be able to tell the time limit."""
+the step's stop timeout, and the time limit must leave room for all three; a job that
+requeues itself must be able to tell the time limit."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 
 from ..diagnostics import show
 from ..model import DEFAULT_STOP_TIMEOUT
-from ..slurm import default_signal
+from ..slurm import default_signal, granted_seconds, time_limit_seconds
 from ..trainer import DEFAULT_GRACE
 from .common import Problem, get
 
@@ -64,16 +65,37 @@ def _early_enough(data: dict, match: re.Match) -> Iterator[Problem]:
     timeout = _integer(get(data, "runtime", "stop_timeout"), DEFAULT_STOP_TIMEOUT)
     grace = _integer(get(data, "checkpoint", "grace"), DEFAULT_GRACE) \
         if "trainer" in data and get(data, "checkpoint", "on_signal") is not False else 0
+    waits = f"waits up to {grace} s for a checkpoint, then " if grace else ""
     if timeout + grace >= lead:
         given = [path for path in (("runtime", "stop_timeout"), ("checkpoint", "grace"))
                  if isinstance(get(data, *path), int)]
-        waits = f"waits up to {grace} s for a checkpoint, then " if grace else ""
         yield Problem(given[0] if given else ("slurm", "signal"),
                       f"a stopped job {waits}gives its step {timeout} s to stop, but Slurm "
                       f"signals only {lead} s before the time limit, when it kills the job",
                       "give the signal more lead (slurm.signal: B:TERM@300), or the "
                       "checkpoint (checkpoint.grace) or the step (runtime.stop_timeout) less "
                       "time")
+    yield from _time_limit(data, lead + grace + timeout,
+                           f"Slurm signals {lead} s before it, and a stopped job then "
+                           f"{waits.replace(', then ', ' and ')}{timeout} s for its step")
+
+
+def _time_limit(data: dict, needed: int, why: str) -> Iterator[Problem]:
+    """The time limit must be set (0 is no limit to Slurm) and outlast the stop."""
+    time = get(data, "slurm", "time")
+    try:
+        seconds = time_limit_seconds(str(time)) if isinstance(time, (str, int)) else None
+    except ValueError:
+        return  # the schema's pattern reports it
+    if seconds == 0:
+        yield Problem(("slurm", "time"), "a time limit of zero is no limit to Slurm",
+                      "write UNLIMITED if the job may run without one, else a time such as "
+                      "\"04:00:00\"")
+    elif seconds is not None and granted_seconds(seconds) <= needed:
+        minutes = needed // 60 + 1
+        yield Problem(("slurm", "time"), f"a time limit of {seconds} s is too short: {why}",
+                      f"give the job more than {needed} s (time: {minutes}), or the signal "
+                      "less lead")
 
 
 def _integer(value: object, default: int) -> int:

@@ -95,6 +95,19 @@ BAD = [
          "version: 1\nid: r\nruntime: {kind: docker}\ntrainer: {axolotl: {config: {}}}\n"
          "checkpoint: {grace: 90}\nslurm: {signal: 'B:TERM@120'}\n", 5, 21,
          "checkpoint.grace", "waits up to 90 s for a checkpoint, then gives its step 60 s"),
+    # Issue 20: the signal must come before the time limit, early enough for the stop.
+    case("time-shorter-than-the-signal", BASE + "slurm: {time: '00:01:00'}\n", 5, 15,
+         "slurm.time", "a time limit of 60 s", "signals 120 s before it", "time: 4"),
+    case("time-within-lead-and-stop", BASE + "slurm: {time: 3}\n", 5, 15, "slurm.time",
+         "a time limit of 180 s", "120 s before it", "60 s for its step"),
+    case("time-against-grace-and-stop",
+         "version: 1\nid: r\nruntime: {kind: docker}\ntrainer: {axolotl: {config: {}}}\n"
+         "checkpoint: {grace: 90}\nslurm: {signal: 'B:USR1@300', time: '00:07:00'}\n", 6, 37,
+         "slurm.time", "a time limit of 420 s", "300 s before it", "90 s for a checkpoint"),
+    *[case(f"zero-time-{name}", BASE + f"slurm: {{time: '{time}'}}\n", 5, 15, "slurm.time",
+           "a time limit of zero is no limit to Slurm", "UNLIMITED")
+      for name, time in [("clock", "00:00:00"), ("minutes-seconds", "0:0"),
+                         ("days-hours", "0-0"), ("minutes", "0"), ("days-clock", "0-00:00:00")]],
     case("restarts-need-a-time-limit-signal",
          BASE + "slurm: {max_restarts: 2, signal: 'B:TERM@300'}\n", 5, 34, "slurm.signal",
          "scancel and preemption send TERM too", "B:USR1@120"),
@@ -134,6 +147,9 @@ GOOD = [
     "trainer: {axolotl: {config: {}, args: [--learning-rate, '1e-4']}}\n"
     "steps: [{name: evaluate, run: [axolotl, evaluate, axolotl.yaml]}]\n",
     BASE + "slurm: {signal: 'B:USR1@300'}\n",
+    # Slurm counts whole minutes: 181 s is 4 minutes, past 120 s of lead and 60 s of stop.
+    BASE + "slurm: {time: '00:03:01'}\n",
+    BASE + "slurm: {time: UNLIMITED}\n",
     "version: 1\nid: r\nruntime: {kind: docker, extra_args: [--network=none]}\n" + STEPS,
 ]
 
