@@ -10,13 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import __version__
+from . import __version__, policy_rules
 from .axolotl import ConfigError, config_problems, read_config
 from .diagnostics import Diagnostic
 from .expand import Expansion, expand
 from .load import CONFIG_FIELD, Source, display_name, load_source
 from .model import Job, SweepRun
 from .normalise import attachment_fields, normalise
+from .policy import DEFAULT_POLICY, Policy
 from .project import source_name
 from .provenance import inputs_digest, lock_entry
 from .sources import (
@@ -42,8 +43,10 @@ class Built:
     sweep: Expansion | None = None
 
 
-def build_jobs(path: Path, digests: Mapping[str, str], allowed: tuple[Path, ...] = ()) -> Built:
-    """Load, expand, validate and normalise one run file; `digests` is the image lock."""
+def build_jobs(path: Path, digests: Mapping[str, str], allowed: tuple[Path, ...] = (),
+               policy: Policy = DEFAULT_POLICY) -> Built:
+    """Load, expand, validate, normalise and judge (by the site `policy`) one run file;
+    `digests` is the image lock."""
     project = find_project(path, allowed)
     source, problems = _run_file_problems(project, path)
     if not problems:
@@ -54,22 +57,23 @@ def build_jobs(path: Path, digests: Mapping[str, str], allowed: tuple[Path, ...]
     if problems:
         return Built([], problems)
     if sweep is None:
-        job, problems = _build_job(source, project, source_name(path), digests)
+        job, problems = _build_job(source, project, source_name(path), digests, policy)
         return Built([(source, job)] if job is not None else [], problems)
     found = [(member, *_build_job(member.source, project, source_name(path), digests,
-                                  member.run))
+                                  policy, sweep=member.run))
              if member.source is not None else (member, None, member.problems)
              for member in sweep.members]
     runs = [(member, job) for member, job, _ in found if job is not None]
     problems = sweep.name_runs([(member, problems) for member, _, problems in found]) \
-        or shared_folders(runs)
+        or shared_folders(runs) or _sweep_policy(sweep, [job for _, job in runs], policy)
     return Built([] if problems else [(member.source, job) for member, job in runs],
                  problems, sweep)
 
 
-def _build_job(source: Source, project: Project, name: str, digests: Mapping[str, str],
-               sweep: SweepRun | None = None) -> tuple[Job | None, list[Diagnostic]]:
-    """Validate and normalise one run (a run file, or one run of a sweep)."""
+def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
+        source: Source, project: Project, name: str, digests: Mapping[str, str],
+        policy: Policy, *, sweep: SweepRun | None = None) -> tuple[Job | None, list[Diagnostic]]:
+    """Validate, normalise and judge one run (a run file, or one run of a sweep)."""
     problems = validate(source)
     if not problems:
         attachments, problems = _read_attachments(source, Embedding(project))
@@ -78,6 +82,9 @@ def _build_job(source: Source, project: Project, name: str, digests: Mapping[str
     if problems:
         return None, problems
     job = normalise(name, source.data, attachments, digests, __version__, sweep=sweep)
+    problems = policy_rules.problems(source, job, policy)
+    if problems:
+        return None, problems
     if sweep is not None and sweep.config_file is not None:
         # A config file a sweep patched is an input too, though not embedded as it is.
         attachments = {**attachments, CONFIG_FIELD: Embedding(project).read(
@@ -85,6 +92,15 @@ def _build_job(source: Source, project: Project, name: str, digests: Mapping[str
     inputs = inputs_digest(source.sha256, attachments,
                            lock_entry(getattr(job.runtime, "image", None), digests))
     return replace(job, inputs=inputs), []
+
+
+def _sweep_policy(sweep: Expansion, jobs: list[Job], policy: Policy) -> list[Diagnostic]:
+    """The sweep limits a sweep's runs break together, located at its id."""
+    mark = sweep.id_mark
+    return [Diagnostic(sweep.file, mark.line, mark.column, "matrix",
+                       f"{v.asks} is not allowed by {policy.cite(v.rule)}", v.hint)
+            for v in policy_rules.judge_sweep(jobs, sweep.max_parallel, policy)
+            if not v.allowed]
 
 
 def input_files(built: Built) -> list[str]:

@@ -55,12 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a folder outside the project whose files run files may embed "
                              "(repeatable)")
 
+    judged = argparse.ArgumentParser(add_help=False)
+    judged.add_argument("--policy", type=Path, metavar="FILE",
+                        help="the site policy every job is judged by (default: obc-policy.yaml "
+                             "at the top of each run file's project, else obc's defaults)")
+
     locked = argparse.ArgumentParser(add_help=False)
     locked.add_argument("--lock", type=Path, metavar="FILE",
                         help="the image lock (default: obc.lock at the top of the git work "
                              "tree that holds the run files, else in the current directory)")
 
-    compiles = argparse.ArgumentParser(add_help=False, parents=[inputs, locked])
+    compiles = argparse.ArgumentParser(add_help=False, parents=[inputs, judged, locked])
     compiles.add_argument("-o", "--out", type=Path, default=Path("out"),
                           help="output folder (default: out)")
     compiles.add_argument("--prune", action="store_true",
@@ -99,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "for a pull token (repeatable; Docker Hub's is known)")
     lock.add_argument("--timeout", type=_seconds, default=LOCK_DEADLINE, metavar="SECONDS",
                       help=f"give up when the whole run takes longer (default {LOCK_DEADLINE})")
-    commands.add_parser("validate", parents=[inputs], help="check run files, write nothing")
+    commands.add_parser("validate", parents=[inputs, judged],
+                        help="check run files, write nothing")
     commands.add_parser("schema", help="print the JSON Schema of the run file")
     return parser
 
@@ -134,7 +140,8 @@ def _schema(_args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    result = compile_files(args.paths, options=Options(allowed=allowed_folders(args.allow_dir)))
+    result = compile_files(args.paths, options=Options(allowed=allowed_folders(args.allow_dir),
+                                                       policy=_policy_file(args)))
     _warn_about_cache(result)
     problems = result.diagnostics
     _report(args.format, problems)
@@ -158,6 +165,12 @@ def _host_name(text: str) -> str:
     return text.lower()
 
 
+def _policy_file(args: argparse.Namespace) -> Path | None:
+    if args.policy is not None and not os.path.lexists(args.policy):
+        raise ObcError(f"--policy {args.policy}: no such file")
+    return args.policy
+
+
 def _lock_file(args: argparse.Namespace) -> Path:
     return args.lock if args.lock is not None else default_lock_path(args.paths)
 
@@ -172,7 +185,8 @@ def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]],
     # shellcheck runs, and scripts compiled before are reused, only when compile_files is
     # told where the scripts go (plan needs every job itself).
     out = args.out if shellcheck else None
-    settings = Options(allowed=allowed_folders(args.allow_dir), lock=_lock_file(args),
+    settings = Options(allowed=allowed_folders(args.allow_dir), policy=_policy_file(args),
+                       lock=_lock_file(args),
                        require_digests=args.require_digests, **options)
     result = compile_files(args.paths, out, settings)
     _warn_about_cache(result)

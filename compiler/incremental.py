@@ -71,17 +71,18 @@ def build_fingerprint() -> str:
                                  path.read_bytes())))
 
 
-def lookup(reuse: Reuse, path: Path, project: Path) -> tuple[str | None, list[Reused] | None]:
-    """Return the key of the run file at `path` (in the project rooted at `project`), and its
-    files as it compiled last time if the run file and every file it embeds are as they
-    were then."""
+def lookup(reuse: Reuse, path: Path, project: Path, policy: str = "") -> \
+        tuple[str | None, list[Reused] | None]:
+    """Return the key of the run file at `path` (in the project rooted at `project`, judged by
+    the site `policy`, as text), and its files as it compiled last time if the run file and
+    every file it embeds are as they were then."""
     data = _read_regular(str(path))
     if data is None:
         return None, None  # the compile proper reports it
     # Where the run file is named from and where it resolves to decide what it may embed and
     # how its header names it; its bytes, what it says.
     key = digest(FORMAT, "outputs", reuse.context, display_name(path), source_name(path),
-                 os.path.abspath(path), os.path.realpath(path), str(project), data)
+                 os.path.abspath(path), os.path.realpath(path), str(project), policy, data)
     try:
         return key, _reused(path, reuse.store.get(key))
     except (KeyError, TypeError, ValueError):  # a record from elsewhere, or damaged

@@ -84,15 +84,28 @@ def load_source(path: Path) -> tuple[Source, list[Diagnostic]]:
     source = Source(file=display_name(path), directory=path.parent)
     try:
         data = _read_bytes(path)
+    except LoadError as problem:
+        return source, [_located(source, problem)]
+    return parse_source(source, data)
+
+
+def parse_source(source: Source, data: bytes) -> tuple[Source, list[Diagnostic]]:
+    """Parse the bytes of a YAML file read as `source` (a run file, a site policy) into its
+    data and positions, as strictly as a run file; problems come back as diagnostics."""
+    try:
         source.sha256 = hashlib.sha256(data).hexdigest()
         text = _decode(data)
         node, loader = compose(text)
         source.data = _Builder(source, text, loader).build(node, ())
     except LoadError as problem:
-        mark = problem.mark
-        return source, [Diagnostic(source.file, mark.line, mark.column, field_path(problem.path),
-                                   problem.message, problem.hint)]
+        return source, [_located(source, problem)]
     return source, []
+
+
+def _located(source: Source, problem: LoadError) -> Diagnostic:
+    mark = problem.mark
+    return Diagnostic(source.file, mark.line, mark.column, field_path(problem.path),
+                      problem.message, problem.hint)
 
 
 def _read_bytes(path: Path) -> bytes:

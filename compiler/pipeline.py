@@ -22,6 +22,8 @@ from .expand import Expansion
 from .load import Mark, Source, display_name
 from .lockfile import read_lock, unpinned_images
 from .model import Job
+from .policy import Policy, policy_for
+from .policy_rules import Judgement, judge
 from .render import cache_templates, render_job, render_sweep
 from .shape import shape_of
 from .sources import find_project
@@ -47,6 +49,8 @@ class Script:
     file: str
     id_mark: Mark
     shape: str | None = None
+    # The site policy's verdicts on the job (policy_rules.py), which `obc plan` shows.
+    judgement: Judgement | None = None
     mode = SCRIPT_MODE
 
     @property
@@ -86,9 +90,11 @@ class Options:
     files run files may read. With `lock`, the image tags it lists are rendered with their
     digests; `require_digests` then makes every image that is neither pinned nor locked a
     problem. Scripts are checked through their shapes, or each as written (`full_check`);
-    `cache` says whether obc's cache is used."""
+    `cache` says whether obc's cache is used. `policy` names the site policy (policy.py) of
+    every run file; without, each is judged by its project's obc-policy.yaml, if any."""
 
     allowed: tuple[Path, ...] = ()
+    policy: Path | None = None
     lock: Path | None = None
     require_digests: bool = False
     full_check: bool = False
@@ -138,7 +144,7 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
     cache_templates(root)
     pinned_by = options.lock if options.require_digests else None
     plan = _Plan(out is not None and not options.full_check, options.full_check,
-                 options.allowed, digests, pinned_by,
+                 options.allowed, options.policy, digests, pinned_by,
                  _reuse(out, root, options.allowed, digests, pinned_by))
     compiled = map_files(functools.partial(_compile_one, plan), run_files(paths))
     for one, _ in compiled:
@@ -164,12 +170,13 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """What each file's compile takes besides its path: whether to shape its scripts, whether
-    to check them all as written, the folders it may read, the image lock (and whether
-    images must be pinned), reuse of earlier outputs."""
+    to check them all as written, the folders it may read, the site policy named, the image
+    lock (and whether images must be pinned), reuse of earlier outputs."""
 
     shapes: bool
     full_check: bool
     allowed: tuple[Path, ...]
+    policy: Path | None
     digests: Mapping[str, str]
     pinned_by: Path | None
     reuse: incremental.Reuse | None
@@ -191,22 +198,27 @@ Memo = tuple[str, dict] | None
 
 
 def _compile_one(plan: _Plan, path: Path) -> tuple[Result, Memo]:
-    """Compile one run file: reused when unchanged, else built, rendered (and shaped)."""
+    """Compile one run file: reused when unchanged (its policy too), else built, judged by
+    its policy, rendered (and shaped)."""
+    policy, problems = policy_for(plan.policy, path, plan.allowed)
+    if problems:
+        return Result(diagnostics=problems), None
     key = None
     if plan.reuse is not None:
-        key, reused = incremental.lookup(plan.reuse, path, find_project(path, plan.allowed).root)
+        key, reused = incremental.lookup(plan.reuse, path, find_project(path, plan.allowed).root,
+                                         repr(policy))
         if reused is not None and not plan.full_check:
             return Result(reused=reused), None
-    built = build_jobs(path, plan.digests, plan.allowed)
-    result = _render(plan, built)
+    built = build_jobs(path, plan.digests, plan.allowed, policy)
+    result = _render(plan, built, policy)
     if key is None or result.diagnostics:
         return result, None
     record = incremental.record(result.outputs, input_files(built), path.parent)
     return result, None if record is None else (key, record)
 
 
-def _render(plan: _Plan, built: Built) -> Result:
-    """The scripts of a run file's jobs, and its sweep's files."""
+def _render(plan: _Plan, built: Built, policy: Policy) -> Result:
+    """The scripts of a run file's jobs, with the policy's verdicts, and its sweep's files."""
     result = Result(diagnostics=list(built.problems))
     for source, job in built.jobs:
         if plan.pinned_by is not None:
@@ -216,7 +228,8 @@ def _render(plan: _Plan, built: Built) -> Result:
         result.diagnostics += problems
         if not problems:
             result.scripts.append(Script(job, text, source.file, source.mark(("id",)),
-                                         shape_of(job, text) if plan.shapes else None))
+                                         shape_of(job, text) if plan.shapes else None,
+                                         Judgement(policy, tuple(judge(job, policy)))))
     if built.sweep is not None and built.jobs and len(result.scripts) == len(built.jobs):
         result.sweeps += sweep_files(built.sweep, result.scripts)
     return result

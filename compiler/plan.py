@@ -20,6 +20,7 @@ from .meaning import JOB, SWEEP, VARIANT_KEY, Digest, Part, meaning, read_record
 from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
+from .policy_rules import Judgement
 from .recorded import rendered_again
 from .sweep import Sweep
 from .text import visible
@@ -258,6 +259,8 @@ class ScriptPlan:
     # The script on disk is what obc writes for what the job means now: only its mode or
     # provenance (the inputs hash) differ, so its bill is the one approved before.
     same_meaning: bool = False
+    # The site policy's verdicts on the job (None for a sweep.sh, or a script not compiled).
+    judgement: Judgement | None = None
 
     @property
     def billed(self) -> bool:
@@ -286,7 +289,10 @@ def plan_scripts(out: Path, scripts: Iterable[Script], *, compile_named: Compile
         jobs.update((out / output.relative_path, output.job) for output in elsewhere.outputs)
         return elsewhere
 
-    return [_script_plan(change, jobs.get(change.path))
+    judged = {out / script.relative_path: script.judgement for script in scripts
+              if isinstance(script, Script)}
+    return [replace(_script_plan(change, jobs.get(change.path)),
+                    judgement=judged.get(change.path))
             for change in plan_writes(out, scripts, prune=prune, compile_named=with_jobs)]
 
 

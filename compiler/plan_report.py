@@ -156,7 +156,7 @@ def report_plan_text(plans: list[ScriptPlan], stream: TextIO) -> None:
     for plan in changing:
         if plan.billed and plan.job is not None:
             print(f"\n{_bill_title(plan)}", file=stream)
-            print("\n".join("  " + line for line in bill_lines(bill_of(plan.job))), file=stream)
+            print("\n".join("  " + line for line in _reviewed_lines(plan)), file=stream)
 
 
 def report_plan_github(plans: list[ScriptPlan], stream: TextIO) -> None:
@@ -171,8 +171,16 @@ def report_plan_github(plans: list[ScriptPlan], stream: TextIO) -> None:
     for plan in changing:
         if plan.billed and plan.job is not None:
             print(f"\n<details><summary>{html.escape(_bill_title(plan))}: bill of materials"
-                  f"</summary>\n\n{_code_block('text', bill_lines(bill_of(plan.job)))}\n\n"
+                  f"</summary>\n\n{_code_block('text', _reviewed_lines(plan))}\n\n"
                   "</details>", file=stream)
+
+
+def _reviewed_lines(plan: ScriptPlan) -> list[str]:
+    """The bill of a job, then the site policy's verdict on it, rule by rule."""
+    assert plan.job is not None
+    policy = [visible(line) for line in labelled_lines([("policy", plan.judgement.lines())])] \
+        if plan.judgement else []
+    return bill_lines(bill_of(plan.job)) + policy
 
 
 def _github_symbol(line: str) -> str:
@@ -210,6 +218,7 @@ def _script_json(plan: ScriptPlan) -> dict[str, Any]:
                      "text": change.text()}
                     for change in plan.changes],
         "bill": None if plan.job is None else bill_json(bill_of(plan.job)),
+        "policy": None if plan.judgement is None else plan.judgement.json(),
     }
 
 

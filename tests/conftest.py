@@ -56,6 +56,13 @@ def compile_text(directory: Path, text: str, name: str = "run.yaml") -> str:
     return script.text
 
 
+def allow_sbatch(folder: Path, *names: str) -> None:
+    """Give the project at `folder` a site policy that allows these sbatch options in
+    slurm.extra besides obc's allow-list (README, "Site policy")."""
+    (folder / "obc-policy.yaml").write_text(
+        f"version: 1\nsbatch: {{allowed: [{', '.join(names)}]}}\n", encoding="utf-8")
+
+
 def container_name(job_id: str, run_dir: Path | str) -> str:
     """The name a job's container gets in `run_dir` (README, "Containers")."""
     digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:12]

@@ -15,7 +15,7 @@ from compiler.bill import bill_of
 from compiler.pipeline import compile_files
 from compiler.plan_report import bill_json, bill_lines
 from compiler.render import render_job
-from tests.conftest import compile_text, write_script
+from tests.conftest import allow_sbatch, compile_text, write_script
 from tests.slurm_cluster import FINISHED, GPUS_PER_NODE
 from tests.test_plan import obc, write_files
 
@@ -117,11 +117,13 @@ slurm: {partition: gpu, time: "01:00:00", gpus_per_node: 1, extra: [%s]}
     ("--exclusive", "all GPUs of 1 node (--exclusive) × 1 h = unbounded"),
 ])
 def test_gpu_hours_count_what_slurm_allocates(tmp_path, extra, text):
+    allow_sbatch(tmp_path, "array", "gres", "gpus", "gpus-per-task", "exclusive")
     assert bill_of_text(tmp_path, ARRAY_RUN % extra).compute.text() == text
 
 
 def test_every_sbatch_line_is_billed_as_the_script_carries_it(tmp_path):
     extra = "--mail-user=x@example.com, --uid=0, --chdir=/, --array=0-31"
+    allow_sbatch(tmp_path, "uid", "chdir", "array")
     bill = bill_of_text(tmp_path, ARRAY_RUN % extra)
     script = render_job(compile_files([tmp_path / "run.yaml"]).scripts[0].job)
     carried = [line.removeprefix("#SBATCH ") for line in script.split("\n")
@@ -147,6 +149,7 @@ def test_the_gpus_billed_are_what_a_real_slurm_allocates(slurm, sandbox, tmp_pat
     """Each task's step sees the GPUs Slurm gave its job (CUDA_VISIBLE_DEVICES): the bill's
     GPUs of a job, in as many jobs as it says."""
     gpus = "" if gpus_per_node is None else f", gpus_per_node: {gpus_per_node}"
+    allow_sbatch(tmp_path, "array", "gres", "gpus", "exclusive")
     text = (f"version: 1\nid: g\nruntime: {{kind: native}}\n"
             f"paths: {{run_dir: '{tmp_path}/runs/${{SLURM_JOB_ID}}'}}\n"
             f"steps: [{{name: s, run: [record]}}]\n"

@@ -29,7 +29,7 @@ from compiler.plan_report import bill_lines, report_plan_json
 from compiler.render import render_job
 from compiler.runtimes import Native
 from compiler.summary import LABEL_WIDTH
-from tests.conftest import REPO
+from tests.conftest import REPO, allow_sbatch
 
 BUDGET = settings(derandomize=True, database=None, deadline=None, max_examples=12,
                   suppress_health_check=[HealthCheck.too_slow])
@@ -106,6 +106,7 @@ slurm:
 def base_jobs() -> tuple[Job, ...]:
     folder = Path(tempfile.mkdtemp())
     (folder / "a.py").write_text("print(1)\n", encoding="utf-8")
+    allow_sbatch(folder, "exclusive")
     (folder / "d.yaml").write_text(DOCKER, encoding="utf-8")
     result = compile_files([folder / "d.yaml", *sorted((REPO / "examples").glob("*.yaml"))])
     assert not result.diagnostics, [d.text() for d in result.diagnostics]

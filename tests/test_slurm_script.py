@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.pipeline import compile_files
-from tests.conftest import SHELLS, compile_text, container_name, write_script
+from tests.conftest import SHELLS, allow_sbatch, compile_text, container_name, write_script
 
 # srun as the tests need it: runs the command after its options once per node, in turn,
 # with the SLURM_NODEID srun gives each task, and records its own options.
@@ -60,7 +60,7 @@ slurm:
   extra: [--nodes=3, --export=ALL, "--mail-user=$USER", --exclusive, -N2]
 """)
     words = "Slurm reads #SBATCH values as written: no spaces, no quotes, no $VARIABLES"
-    extra = ("write a long option such as --exclusive or --mail-type=END, without '#' (sbatch "
+    extra = ("write a long option such as --hold or --mail-type=END, without '#' (sbatch "
              f"ends a value at '#'); {words}")
     assert found == [
         "3:25 runtime.gpus: Slurm picks the GPUs when slurm.gpus_per_node is set; leave "
@@ -99,6 +99,7 @@ slurm: {nodes: 2}
 
 
 def test_directives_come_right_after_the_header_in_a_fixed_order(tmp_path):
+    allow_sbatch(tmp_path, "exclusive")
     text = compile_text(tmp_path, """\
 version: 1
 id: sb

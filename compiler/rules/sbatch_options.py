@@ -50,3 +50,37 @@ def sbatch_matches(name: str, options: frozenset[str] = SBATCH_OPTIONS) -> list[
     if name in options:
         return [name]
     return sorted(option for option in options if option.startswith(name))
+
+
+# Arity, from the option table of slurm_opt.c: these take no value, these may take one, the
+# rest need one (`--name=value`, as an #SBATCH line writes it).
+SBATCH_FLAGS = frozenset((
+    "contiguous", "help", "hold", "ignore-pbs", "no-requeue", "overcommit", "oversubscribe",
+    "parsable", "quiet", "reboot", "requeue", "spread-job", "test-only", "usage",
+    "use-min-nodes", "verbose", "version", "wait",
+))
+SBATCH_OPTIONAL_VALUE = frozenset((
+    "exclusive", "get-user-env", "nice", "no-kill", "propagate",
+))
+
+# What slurm.extra takes without a site policy (README, "Security"): options that neither
+# change who the job runs as, where it starts or what it reads, nor take more of the cluster
+# than the fields say, nor bypass the site's scheduling. A site policy allows more
+# (sbatch.allowed in obc-policy.yaml), or less (sbatch.refused).
+SBATCH_DEFAULT_ALLOWED = frozenset((
+    "acctg-freq", "begin", "comment", "contiguous", "cores-per-socket", "cpu-freq",
+    "cpus-per-gpu", "deadline", "dependency", "distribution", "error", "exclude", "gpu-bind",
+    "gpu-freq", "hint", "hold", "kill-on-invalid-dep", "licenses", "mail-type", "mail-user",
+    "mem-bind", "mem-per-cpu", "mem-per-gpu", "mincpus", "no-kill", "nodelist", "prefer",
+    "profile", "propagate", "reservation", "sockets-per-node", "spread-job", "switches",
+    "threads-per-core", "time-min", "tmp", "use-min-nodes", "wait-all-nodes", "wckey",
+))
+
+
+def arity_problem(name: str, has_value: bool) -> str | None:
+    """Why `--name` (with a value or without) is not how sbatch takes it, if it is not."""
+    if name in SBATCH_FLAGS and has_value:
+        return f"--{name} takes no value"
+    if name not in SBATCH_FLAGS | SBATCH_OPTIONAL_VALUE and not has_value:
+        return f"--{name} needs a value: write --{name}=VALUE"
+    return None

@@ -1,5 +1,7 @@
 """The `slurm` block: what a multi-node job needs, and `extra` options that sbatch would read
-against what the fields say or what the script relies on."""
+against what the fields say or what the script relies on, or not as written (an option that
+takes a value without one). Which of the rest a job may give is the site policy's to say
+(policy_rules.py; without one, obc's allow-list)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from .sbatch_options import (
     SBATCH_22_05_OPTIONS,
     SBATCH_ALIASES,
     SBATCH_OPTIONS,
+    arity_problem,
     sbatch_matches,
 )
 
@@ -88,6 +91,8 @@ def _slurm_option(path: Path_, option: str) -> Iterator[Problem]:
     if matches != [given]:
         yield Problem(path, f"sbatch reads --{given} as --{matches[0]}",
                       "write the option in full, so that a reader of the script sees it")
+    elif problem := arity_problem(given, "=" in option):
+        yield Problem(path, problem)
 
 
 def _taken(given: str, name: str) -> str | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import compile_text
+from tests.conftest import allow_sbatch, compile_text
 
 LEGAL_VALUES = [
     "it's", '"double"', "a'b\"c", "'", "$(touch pwned)", "`touch pwned`", "a; rm -rf /",
@@ -138,6 +138,8 @@ def test_sbatch_options_written_in_full_are_legal(tmp_path):
              "--tres-per-task=cpu:1", "--extra=x", "--container=c"]
     text = run_file("native", ["x"], {}) + f"slurm: {{time: 90, nodes: 2, gpus_per_node: 8, " \
         f"output: /logs/%x-%j.out, extra: {json.dumps(extra)}}}\n"
+    # Beyond obc's allow-list, a site policy allows these.
+    allow_sbatch(tmp_path, "exclusive", "tres-per-task", "extra", "container")
 
     script = compile_text(tmp_path, text)
 

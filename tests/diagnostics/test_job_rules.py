@@ -111,6 +111,23 @@ BAD = [
     case("restarts-need-a-time-limit-signal",
          BASE + "slurm: {max_restarts: 2, signal: 'B:TERM@300'}\n", 5, 34, "slurm.signal",
          "scancel and preemption send TERM too", "B:USR1@120"),
+    # Issue 20: slurm.extra takes options from obc's allow-list (without a site policy),
+    # refused where they are given, with the field or the policy rule that allows them.
+    *[case(f"extra-refused-{option.partition('=')[0][2:]}",
+           BASE + f"slurm: {{extra: [{option}]}}\n", 5, 17, "slurm.extra[0]",
+           f"{option.partition('=')[0]} is not allowed by obc's built-in sbatch allow-list",
+           f"sbatch: {{allowed: [{option.partition('=')[0][2:]}]}}", *instead)
+      for option, *instead in [
+          ("--uid=0",), ("--chdir=/tmp", "paths.run_dir"), ("--exclusive",),
+          ("--nice=100",), ("--gres=gpu:2", "slurm.gpus_per_node"),
+          ("--gpus=8", "slurm.gpus_per_node"), ("--input=/etc/shadow",),
+          ("--get-user-env",), ("--wait",), ("--array=1-3", "matrix:"),
+          # Variations: another user's group, a priority over the queue, another cluster.
+          ("--gid=0",), ("--priority=TOP",), ("--clusters=other",)]],
+    case("extra-flag-with-a-value", BASE + "slurm: {extra: [--hold=1]}\n", 5, 17,
+         "slurm.extra[0]", "--hold takes no value"),
+    case("extra-value-missing", BASE + "slurm: {extra: [--mail-type]}\n", 5, 17,
+         "slurm.extra[0]", "--mail-type needs a value", "--mail-type=VALUE"),
     case("checkpoint-without-a-trainer", BASE + "checkpoint: {grace: 10}\n", 5, 1,
          "checkpoint", "only applies to trainer.axolotl"),
     case("stop-timeout-zero", with_runtime("  kind: native\n  stop_timeout: 0\n"), 5, 17,
@@ -150,6 +167,8 @@ GOOD = [
     # Slurm counts whole minutes: 181 s is 4 minutes, past 120 s of lead and 60 s of stop.
     BASE + "slurm: {time: '00:03:01'}\n",
     BASE + "slurm: {time: UNLIMITED}\n",
+    # The allow-list, with each arity: a flag, a value, an optional value given or not.
+    BASE + "slurm: {extra: [--hold, --mail-type=END, --no-kill, --no-kill=off]}\n",
     "version: 1\nid: r\nruntime: {kind: docker, extra_args: [--network=none]}\n" + STEPS,
 ]
 
