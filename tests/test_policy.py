@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
+from compiler.policy import read_policy
+from compiler.rules.sbatch_options import SBATCH_DEFAULT_ALLOWED
+from tests.conftest import REPO
 from tests.diagnostics.harness import run_obc
 
 POLICY = """\
@@ -215,3 +219,14 @@ def test_a_sweep_is_judged_as_a_whole(tmp_path, monkeypatch):
     assert (line, column, field) == (2, 5, "matrix")
     assert "GPUs of a sweep of 3 runs, 3 at once: 6 (at most 4)" in said
     assert "sweep.max_gpus (obc-policy.yaml:6:9)" in said
+
+
+def test_the_readmes_example_policy_and_allow_list_are_obcs(tmp_path):
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    example = readme.split("### Site policy")[1].split("```yaml\n")[1].split("```")[0]
+    (tmp_path / "obc-policy.yaml").write_text(example, encoding="utf-8")
+    policy, problems = read_policy(tmp_path / "obc-policy.yaml")
+    assert problems == [] and policy.job.max_gpus == 32 and policy.shared_run_dirs is False
+    listed = readme.split("**`slurm.extra` takes options from an allow-list**")[1] \
+        .split("The\n  rest is refused")[0]
+    assert set(re.findall(r"`([a-z-]+)`", listed)) == SBATCH_DEFAULT_ALLOWED

@@ -6,8 +6,11 @@ an admin would, follows it with scontrol, and reads what the stub trainer record
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -336,3 +339,49 @@ def test_what_obc_refuses_in_slurm_extra_is_what_sbatch_misreads(slurm, tmp_path
     assert settings["comment"] == "ticket"
     assert (settings["requeue"], settings["signal"]) == ("requeue", "KILL")
     assert (settings["partition"], settings["ntasks-per-node"]) == ("debug", "4")
+
+
+ADMIN_POLICY = """\
+version: 1
+partitions: [debug]
+job: {max_time: "01:00:00"}
+sbatch: {allowed: [nice], refused: [exclusive]}
+"""
+
+
+def test_the_site_policy_refuses_at_compile_time_what_sbatch_would_take(slurm, tmp_path):
+    """Issue 20: what the admin refuses never reaches sbatch, which would have taken it; what
+    the admin allows, the real sbatch accepts; plan --format json carries every verdict."""
+    (tmp_path / "obc-policy.yaml").write_text(ADMIN_POLICY)
+    run = ("version: 1\nid: {id}\nruntime: {{kind: native}}\nsteps: [{{name: a, run: [x]}}]\n"
+           "slurm: {{partition: {partition}, time: '{time}', extra: [{extra}]}}\n")
+    (tmp_path / "refused.yaml").write_text(run.format(
+        id="refused", partition="gpu", time="02:00:00", extra="--uid=0, --exclusive"))
+    refused = compile_files([tmp_path / "refused.yaml"], out=tmp_path / "out")
+    assert not refused.scripts
+    assert {(d.field, d.message.partition(" (")[0]) for d in refused.diagnostics} == {
+        ("slurm.partition", "partition gpu is not allowed by site policy rule partitions"),
+        ("slurm.time", "time limit of the job: 7200 s"),
+        ("slurm.extra[0]", "--uid is not allowed by obc's built-in sbatch allow-list"),
+        ("slurm.extra[1]", "--exclusive is not allowed by site policy rule sbatch.refused"),
+    }
+    # The same lines, written by hand: sbatch itself takes them (the cluster has a gpu
+    # partition, and no time limit).
+    by_hand = tmp_path / "by-hand.sh"
+    by_hand.write_text("#!/bin/sh\n#SBATCH --partition=gpu\n#SBATCH --time=02:00:00\n"
+                       "#SBATCH --uid=0\n#SBATCH --exclusive\ntrue\n")
+    assert slurm.run("sbatch", "--test-only", str(by_hand)).returncode == 0
+
+    (tmp_path / "allowed.yaml").write_text(run.format(
+        id="allowed", partition="debug", time="00:30:00", extra="--nice=10, --mail-type=END"))
+    (script,) = compile_files([tmp_path / "allowed.yaml"], out=tmp_path / "out").scripts
+    test = slurm.run("sbatch", "--test-only", str(write_script(tmp_path, script.text)))
+    assert test.returncode == 0 and "to start at" in test.stderr, test.stderr
+    plan = subprocess.run(
+        [sys.executable, "-m", "compiler", "plan", "allowed.yaml", "-o", "out2", "--format",
+         "json"], cwd=tmp_path, capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    (planned,) = json.loads(plan.stdout)["scripts"]
+    assert [(v["rule"], v["verdict"]) for v in planned["policy"]["verdicts"]] == [
+        ("partitions", "allowed"), ("job.max_time", "allowed"), ("sbatch.allowed", "allowed"),
+        ("sbatch.allowed", "allowed")]
