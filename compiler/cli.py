@@ -142,7 +142,7 @@ def _schema(_args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     result = compile_files(args.paths, options=Options(allowed=allowed_folders(args.allow_dir),
                                                        policy=_policy_file(args)))
-    _warn_about_cache(result)
+    _warn(result)
     problems = result.diagnostics
     _report(args.format, problems)
     return EXIT_INVALID if problems else EXIT_OK
@@ -189,7 +189,7 @@ def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]],
                        lock=_lock_file(args),
                        require_digests=args.require_digests, **options)
     result = compile_files(args.paths, out, settings)
-    _warn_about_cache(result)
+    _warn(result)
     if result.diagnostics:
         _report(args.format, result.diagnostics)
         return None
@@ -218,7 +218,10 @@ def _compile_named(named: dict[str, Path], out: Path | None, options: Options) -
                       if result.diagnostics})
 
 
-def _warn_about_cache(result: Result) -> None:
+def _warn(result: Result) -> None:
+    """Say on stderr what does not stop the command: warnings, and a cache not used."""
+    for warning in result.warnings:
+        print(warning.text("warning"), file=sys.stderr)
     if result.cache_refused:
         print(f"obc: warning: not using the cache {visible(result.cache_refused)}; obc uses a "
               "cache only if no one else can change it (yours, mode 0700), so it compiles "

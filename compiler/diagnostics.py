@@ -28,9 +28,10 @@ class Diagnostic:
     message: str
     hint: str | None = None
 
-    def text(self) -> str:
-        """Return the diagnostic in the `FILE:LINE:COL: error: FIELD: message` form."""
-        where = f"{self.file}:{self.line}:{self.column}: error: "
+    def text(self, severity: str = "error") -> str:
+        """Return the diagnostic in the `FILE:LINE:COL: error: FIELD: message` form (or a
+        warning's, which does not fail the command)."""
+        where = f"{self.file}:{self.line}:{self.column}: {severity}: "
         what = f"{self.field}: {self.message}" if self.field else self.message
         # One line on a terminal: text from a run file must not move the cursor, recolour
         # it or hide in it.

@@ -27,7 +27,7 @@ from .policy_rules import Judgement, judge
 from .render import cache_templates, render_job, render_sweep
 from .shape import shape_of
 from .sources import find_project
-from .sweep import RUNS_TABLE, SWEEP_SCRIPT, SweepFile, build_sweep, runs_table
+from .sweep import RUNS_TABLE, SWEEP_SCRIPT, Sweep, SweepFile, build_sweep, runs_table
 from .workers import map_files
 
 RUN_FILE_SUFFIXES = (".yaml", ".yml")
@@ -69,11 +69,13 @@ class Script:
 @dataclass(slots=True)
 class Result:
     """The scripts of every valid input, the files of its sweeps, the files reused as they
-    compiled last time (incremental.py), every problem found, sorted, and why obc's cache
-    was not used, if it was refused."""
+    compiled last time (incremental.py), every problem found, sorted, what is worth a
+    warning (it does not stop the compile), and why obc's cache was not used, if it was
+    refused."""
 
     scripts: list[Script] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
     sweeps: list[SweepFile] = field(default_factory=list)
     reused: list[incremental.Reused] = field(default_factory=list)
     cache_refused: str = ""
@@ -152,6 +154,7 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
         result.sweeps += one.sweeps
         result.reused += one.reused
         result.diagnostics += one.diagnostics
+        result.warnings += one.warnings
     # Every job.sh, then the sweeps' files, each in the order of the run files, reused or not.
     outputs = sorted((o for one, _ in compiled for o in one.outputs),
                      key=lambda o: not o.relative_path.endswith(f"/{SCRIPT_NAME}"))
@@ -211,8 +214,8 @@ def _compile_one(plan: _Plan, path: Path) -> tuple[Result, Memo]:
             return Result(reused=reused), None
     built = build_jobs(path, plan.digests, plan.allowed, policy)
     result = _render(plan, built, policy)
-    if key is None or result.diagnostics:
-        return result, None
+    if key is None or result.diagnostics or result.warnings:
+        return result, None  # compiled again next time: its warnings are said again
     record = incremental.record(result.outputs, input_files(built), path.parent)
     return result, None if record is None else (key, record)
 
@@ -232,7 +235,19 @@ def _render(plan: _Plan, built: Built, policy: Policy) -> Result:
                                          Judgement(policy, tuple(judge(job, policy)))))
     if built.sweep is not None and built.jobs and len(result.scripts) == len(built.jobs):
         result.sweeps += sweep_files(built.sweep, result.scripts)
+        result.warnings += _unthrottled(built.sweep, result.sweeps[0].sweep)
     return result
+
+
+def _unthrottled(expansion: Expansion, sweep: Sweep) -> list[Diagnostic]:
+    """max_parallel throttles a job array; runs submitted each on its own have none."""
+    if sweep.submission != "each" or expansion.max_parallel is None:
+        return []
+    mark = expansion.id_mark
+    return [Diagnostic(expansion.file, mark.line, mark.column, "matrix.max_parallel",
+                       "the runs differ in their #SBATCH lines, so sweep.sh --submit submits "
+                       "each on its own and max_parallel cannot apply",
+                       "give every run the same slurm block, or drop max_parallel")]
 
 
 def sweep_files(expansion: Expansion, scripts: list[Script]) -> list[SweepFile]:

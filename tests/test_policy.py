@@ -230,3 +230,31 @@ def test_the_readmes_example_policy_and_allow_list_are_obcs(tmp_path):
     listed = readme.split("**`slurm.extra` takes options from an allow-list**")[1] \
         .split("The\n  rest is refused")[0]
     assert set(re.findall(r"`([a-z-]+)`", listed)) == SBATCH_DEFAULT_ALLOWED
+
+
+SWEEP_WITH_THROTTLE = NATIVE + """\
+slurm: {time: 10}
+env: {LR: '1'}
+matrix:
+  axes: {lr: {set: env.LR, values: ['1', '2']}}
+  max_parallel: 1
+"""
+
+
+@pytest.mark.parametrize(("runs", "warned"), [
+    # Issue 20: a run whose #SBATCH lines differ makes sweep.sh submit each run on its own,
+    # where max_parallel cannot apply; compile says so, and still compiles.
+    ("  runs: {long: {slurm: {time: 20}}}\n", True),
+    ("  runs: {other: {env: {LR: '3'}}}\n", False),  # the same lines: one array
+    ("", False),
+])
+def test_compile_warns_when_max_parallel_cannot_apply(tmp_path, monkeypatch, runs, warned):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, SWEEP_WITH_THROTTLE + runs, policy=None)
+    warning = ("run.yaml:2:5: warning: matrix.max_parallel: the runs differ in their #SBATCH "
+               "lines, so sweep.sh --submit submits each on its own and max_parallel cannot "
+               "apply")
+    for _ in range(2):  # the second compile reuses the first's scripts: the warning stays
+        outcome = run_obc("compile", "run.yaml", "-o", "out")
+        assert outcome.code == 0, outcome
+        assert (warning in outcome.stderr) is warned, outcome.stderr
