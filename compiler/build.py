@@ -29,6 +29,7 @@ from .sources import (
     check_regular,
     find_project,
 )
+from .sweep import throttled
 from .sweep_rules import shared_folders
 from .validate import validate
 
@@ -95,11 +96,13 @@ def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
 
 
 def _sweep_policy(sweep: Expansion, jobs: list[Job], policy: Policy) -> list[Diagnostic]:
-    """The sweep limits a sweep's runs break together, located at its id."""
+    """The sweep limits a sweep's runs break together, located at its id; max_parallel
+    holds them back only when they go as one job array."""
+    at_once = sweep.max_parallel if throttled(sweep, jobs) else None
     mark = sweep.id_mark
     return [Diagnostic(sweep.file, mark.line, mark.column, "matrix",
                        f"{v.asks} is not allowed by {policy.cite(v.rule)}", v.hint)
-            for v in policy_rules.judge_sweep(jobs, sweep.max_parallel, policy)
+            for v in policy_rules.judge_sweep(jobs, at_once, policy)
             if not v.allowed]
 
 

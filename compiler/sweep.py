@@ -118,6 +118,12 @@ def build_sweep(expansion: Expansion, jobs: list[Job], texts: list[str]) -> Swee
                  submission, directives or (), unsubmittable)
 
 
+def throttled(expansion: Expansion, jobs: list[Job]) -> bool:
+    """Whether max_parallel applies to these runs: sweep.sh submits them as one job array."""
+    return expansion.max_parallel is not None and all(job.slurm for job in jobs) and \
+        _array_directives(expansion, jobs) is not None
+
+
 def _array_directives(expansion: Expansion, jobs: list[Job]) -> tuple[str, ...] | None:
     """The #SBATCH lines of the job array: the runs' own, which must be the same but for the
     job name (each run's id, by default); None when they differ (Slurm gives every task of

@@ -258,3 +258,13 @@ def test_compile_warns_when_max_parallel_cannot_apply(tmp_path, monkeypatch, run
         outcome = run_obc("compile", "run.yaml", "-o", "out")
         assert outcome.code == 0, outcome
         assert (warning in outcome.stderr) is warned, outcome.stderr
+
+
+def test_a_sweep_whose_runs_go_each_on_its_own_is_judged_all_at_once(tmp_path, monkeypatch):
+    """max_parallel cannot hold back runs that differ in their #SBATCH lines."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, NATIVE + GOOD_SLURM + "}\nenv: {LR: '1'}\nmatrix:\n"
+          "  axes: {lr: {set: env.LR, values: ['1', '2']}}\n  max_parallel: 1\n"
+          "  runs: {long: {slurm: {time: '02:00:00'}}}\n")
+    ((_, _, field, said),) = refusals()
+    assert field == "matrix" and "GPUs of a sweep of 3 runs, 3 at once: 6 (at most 4)" in said
