@@ -17,7 +17,7 @@ from .expand import Expansion, expand
 from .load import CONFIG_FIELD, Source, display_name, load_source
 from .model import Job, SweepRun
 from .normalise import attachment_fields, normalise
-from .policy import DEFAULT_POLICY, Policy
+from .policy import Policy
 from .project import source_name
 from .provenance import inputs_digest, lock_entry
 from .sources import (
@@ -45,9 +45,10 @@ class Built:
 
 
 def build_jobs(path: Path, digests: Mapping[str, str], allowed: tuple[Path, ...] = (),
-               policy: Policy = DEFAULT_POLICY) -> Built:
+               policy: Policy | None = None) -> Built:
     """Load, expand, validate, normalise and judge (by the site `policy`) one run file;
-    `digests` is the image lock."""
+    `digests` is the image lock. Without a policy the jobs are not judged (`obc lock` reads
+    only their images; compile, plan and validate always judge, by obc's defaults at least)."""
     project = find_project(path, allowed)
     source, problems = _run_file_problems(project, path)
     if not problems:
@@ -73,7 +74,8 @@ def build_jobs(path: Path, digests: Mapping[str, str], allowed: tuple[Path, ...]
 
 def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         source: Source, project: Project, name: str, digests: Mapping[str, str],
-        policy: Policy, *, sweep: SweepRun | None = None) -> tuple[Job | None, list[Diagnostic]]:
+        policy: Policy | None, *,
+        sweep: SweepRun | None = None) -> tuple[Job | None, list[Diagnostic]]:
     """Validate, normalise and judge one run (a run file, or one run of a sweep)."""
     problems = validate(source)
     if not problems:
@@ -83,7 +85,7 @@ def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     if problems:
         return None, problems
     job = normalise(name, source.data, attachments, digests, __version__, sweep=sweep)
-    problems = policy_rules.problems(source, job, policy)
+    problems = [] if policy is None else policy_rules.problems(source, job, policy)
     if problems:
         return None, problems
     if sweep is not None and sweep.config_file is not None:
@@ -95,9 +97,12 @@ def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     return replace(job, inputs=inputs), []
 
 
-def _sweep_policy(sweep: Expansion, jobs: list[Job], policy: Policy) -> list[Diagnostic]:
+def _sweep_policy(sweep: Expansion, jobs: list[Job], policy: Policy | None) -> \
+        list[Diagnostic]:
     """The sweep limits a sweep's runs break together, located at its id; max_parallel
     holds them back only when they go as one job array."""
+    if policy is None:
+        return []
     at_once = sweep.max_parallel if throttled(sweep, jobs) else None
     mark = sweep.id_mark
     return [Diagnostic(sweep.file, mark.line, mark.column, "matrix",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.lock import find_tags
 from compiler.policy import read_policy
 from compiler.rules.sbatch_options import SBATCH_DEFAULT_ALLOWED
 from tests.conftest import REPO
@@ -268,3 +269,12 @@ def test_a_sweep_whose_runs_go_each_on_its_own_is_judged_all_at_once(tmp_path, m
           "  runs: {long: {slurm: {time: '02:00:00'}}}\n")
     ((_, _, field, said),) = refusals()
     assert field == "matrix" and "GPUs of a sweep of 3 runs, 3 at once: 6 (at most 4)" in said
+
+
+def test_obc_lock_reads_images_and_leaves_the_judging_to_compile(tmp_path):
+    """obc lock has no --policy: it does not refuse what a policy named to compile allows."""
+    (tmp_path / "run.yaml").write_text(
+        "version: 1\nid: r\nruntime: {kind: docker, image: 'nvcr.io/o/i:1'}\n"
+        "steps: [{name: a, run: [x]}]\nslurm: {extra: [--exclusive]}\n")
+    tags, problems = find_tags([tmp_path / "run.yaml"])
+    assert (list(tags), problems) == (["nvcr.io/o/i:1"], [])
