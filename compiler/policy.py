@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .diagnostics import Diagnostic
+from .diagnostics import Diagnostic, did_you_mean
 from .load import MAX_FILE_BYTES, Source, display_name, parse_source
 from .resources import data_dir
 from .rules.sbatch_options import SBATCH_DEFAULT_ALLOWED
@@ -109,9 +109,10 @@ def _schema_problems(source: Source) -> list[Diagnostic]:
     for error in Draft7Validator(_schema()).iter_errors(source.data):
         path = tuple(error.absolute_path)
         if error.validator == "additionalProperties":  # at each key it does not know
-            problems += [source.problem((*path, key), f"'{key}' is not a rule of a site policy",
-                                        hint, key=True)
-                         for key in error.instance if key not in error.schema["properties"]]
+            known = error.schema["properties"]
+            problems += [source.problem((*path, key), "not a rule of a site policy"
+                                        + did_you_mean(key, known), hint, key=True)
+                         for key in error.instance if key not in known]
         else:
             problems.append(source.problem(path, error.message, hint))
     return sorted(problems)

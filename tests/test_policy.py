@@ -172,10 +172,13 @@ def test_without_a_policy_obcs_allow_list_applies(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("policy", "line", "column", "words"), [
-    ("version: 1\npartition: [gpu]\n", 2, 1, "'partition' is not a rule of a site policy"),
+    ("version: 1\npartition: [gpu]\n", 2, 1, "not a rule of a site policy; did you mean "
+     "'partitions'?"),
+    ("version: 1\npartitions: !!python/object:os.system [x]\n", 2, 13,
+     "YAML tag '!!python/object:os.system' is not allowed"),
     ("version: 1\njob: {max_time: 1 day}\n", 2, 17, "does not match"),
     ("version: 1\nsbatch: {allowed: [--uid]}\n", 2, 20, "does not match"),
-    ("version: 1\njob: {max_nodes: 2, max_gpu: 8}\n", 2, 21, "'max_gpu' is not a rule"),
+    ("version: 1\njob: {max_nodes: 2, max_gpu: 8}\n", 2, 21, "did you mean 'max_gpus'?"),
     ("version: 1\nversion: 1\n", 2, 1, "duplicate key"),
     ("partitions: [gpu]\n", 1, 1, "'version' is a required property"),
 ])
@@ -206,6 +209,10 @@ def test_a_hostile_policy_file_is_neither_followed_nor_opened(tmp_path, monkeypa
     os.mkfifo(project / "obc-policy.yaml")
     (found,) = run_obc("validate", "--format", "json", "run.yaml").diagnostics()
     assert "is a named pipe (FIFO), not a regular file" in found["message"]
+    (project / "obc-policy.yaml").unlink()
+    (project / "obc-policy.yaml").write_text("version: 1\n" + "#" * 1024 * 1024)
+    (found,) = run_obc("validate", "--format", "json", "run.yaml").diagnostics()
+    assert "a policy file holds at most 1,048,576 bytes" in found["message"]
 
 
 def test_a_sweep_is_judged_as_a_whole(tmp_path, monkeypatch):
