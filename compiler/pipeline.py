@@ -23,7 +23,7 @@ from .load import Mark, Source, display_name
 from .lockfile import read_lock, unpinned_images
 from .model import Job
 from .policy import Policy, policy_for
-from .policy_rules import Judgement, judge
+from .policy_rules import Judgement, judge, judge_sweep
 from .render import cache_templates, render_job, render_sweep
 from .shape import shape_of
 from .sources import find_project
@@ -234,7 +234,7 @@ def _render(plan: _Plan, built: Built, policy: Policy) -> Result:
                                          shape_of(job, text) if plan.shapes else None,
                                          Judgement(policy, tuple(judge(job, policy)))))
     if built.sweep is not None and built.jobs and len(result.scripts) == len(built.jobs):
-        result.sweeps += sweep_files(built.sweep, result.scripts)
+        result.sweeps += sweep_files(built.sweep, result.scripts, policy)
         result.warnings += _unthrottled(built.sweep, result.sweeps[0].sweep)
     return result
 
@@ -250,10 +250,15 @@ def _unthrottled(expansion: Expansion, sweep: Sweep) -> list[Diagnostic]:
                        "give every run the same slurm block, or drop max_parallel")]
 
 
-def sweep_files(expansion: Expansion, scripts: list[Script]) -> list[SweepFile]:
-    """sweep.sh and runs.tsv of a sweep whose runs compiled to `scripts`."""
-    sweep = build_sweep(expansion, [s.job for s in scripts], [s.text for s in scripts])
-    return [SweepFile(sweep, name, text, mode, expansion.file, expansion.id_mark)
+def sweep_files(expansion: Expansion, scripts: list[Script], policy: Policy) -> \
+        list[SweepFile]:
+    """sweep.sh (with the policy's verdicts on the sweep) and runs.tsv of a sweep whose runs
+    compiled to `scripts`."""
+    jobs = [s.job for s in scripts]
+    sweep = build_sweep(expansion, jobs, [s.text for s in scripts])
+    judgement = Judgement(policy, tuple(judge_sweep(jobs, sweep.at_once, policy)))
+    return [SweepFile(sweep, name, text, mode, expansion.file, expansion.id_mark,
+                      judgement if name == SWEEP_SCRIPT else None)
             for name, text, mode in ((SWEEP_SCRIPT, render_sweep(sweep), SCRIPT_MODE),
                                      (RUNS_TABLE, runs_table(sweep), TABLE_MODE))]
 

@@ -22,7 +22,7 @@ from .pipeline import Script
 from .plan_files import describe, embedded_text
 from .policy_rules import Judgement
 from .recorded import rendered_again
-from .sweep import Sweep
+from .sweep import Sweep, SweepFile
 from .text import visible
 from .write import Change, CompileNamed, Elsewhere
 from .write import plan as plan_writes
@@ -290,7 +290,7 @@ def plan_scripts(out: Path, scripts: Iterable[Script], *, compile_named: Compile
         return elsewhere
 
     judged = {out / script.relative_path: script.judgement for script in scripts
-              if isinstance(script, Script)}
+              if isinstance(script, (Script, SweepFile))}
     return [replace(_script_plan(change, jobs.get(change.path)),
                     judgement=judged.get(change.path))
             for change in plan_writes(out, scripts, prune=prune, compile_named=with_jobs)]

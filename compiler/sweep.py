@@ -15,6 +15,7 @@ from .expand import Expansion
 from .load import Mark
 from .model import Job
 from .normalise import DEFAULT_SLURM_OUTPUT
+from .policy_rules import Judgement
 from .summary import GENERATED_PREFIX, labelled_lines
 
 SWEEP_SCRIPT, RUNS_TABLE = "sweep.sh", "runs.tsv"
@@ -70,11 +71,18 @@ class Sweep:
     def throttle(self) -> str:
         return _throttle(self.max_parallel)
 
+    @property
+    def at_once(self) -> int | None:
+        """How many runs Slurm may run at once: max_parallel of one job array; None (all)
+        for runs submitted each on its own, which it cannot hold back."""
+        return self.max_parallel if self.submission == "array" else None
+
 
 @dataclass(frozen=True, slots=True)
 class SweepFile:
     """sweep.sh or runs.tsv: where it goes under OUT, its text and mode, and its run file
-    (as diagnostics name it) with the place of its id."""
+    (as diagnostics name it) with the place of its id; for sweep.sh, the site policy's
+    verdicts on the sweep as a whole, which `obc plan` shows."""
 
     sweep: Sweep
     name: str
@@ -82,6 +90,7 @@ class SweepFile:
     mode: int
     file: str
     id_mark: Mark
+    judgement: Judgement | None = None
 
     @property
     def job(self) -> Sweep | None:

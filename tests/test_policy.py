@@ -222,6 +222,12 @@ def test_a_sweep_is_judged_as_a_whole(tmp_path, monkeypatch):
     write(tmp_path, sweep % 2)
     # 3 runs of 2 GPUs for 1 h, 2 at once: 4 GPUs, 6 GPU-hours.
     assert refusals() == []
+    plan = json.loads(run_obc("plan", "run.yaml", "-o", "out", "--format", "json").stdout)
+    (swept,) = [s["policy"] for s in plan["scripts"] if s["path"].endswith("/sweep.sh")]
+    assert [(v["rule"], v["asks"], v["verdict"]) for v in swept["verdicts"]] == [
+        ("sweep.max_gpus", "GPUs of a sweep of 3 runs, 2 at once: 4 (at most 4)", "allowed"),
+        ("sweep.max_gpu_hours", "GPU-hours of a sweep of 3 runs, 2 at once: 6 (at most 10)",
+         "allowed")]
     write(tmp_path, sweep % 3)
     ((line, column, field, said),) = refusals()
     assert (line, column, field) == (2, 5, "matrix")
