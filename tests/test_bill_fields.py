@@ -174,6 +174,8 @@ def _item_like(items: tuple, hint: Any) -> st.SearchStrategy:
     item_hint = typing.get_args(hint)[0]
     if typing.get_origin(item_hint) is tuple:
         return st.tuples(*[words.map(str.upper) for _ in typing.get_args(item_hint)])
+    if hasattr(item_hint, "_fields"):  # a named tuple: sweep.changes
+        return st.builds(item_hint, *[words for _ in item_hint._fields])
     if item_hint is int:
         return st.integers(1, 200)
     return words.map(lambda word: f"--{word}" if items and str(items[0]).startswith("--")

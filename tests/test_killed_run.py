@@ -14,6 +14,7 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -217,9 +218,20 @@ def processes_naming(word: str) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("engine_name", ["podman", "docker"])
-def test_the_container_of_a_killed_job_keeps_the_run_dir_until_it_ends(
-        request, tmp_path, sandbox, cleanup, groups, engine_name):
+class ContainerRun(NamedTuple):
+    """A job whose one step runs a sleeping trainer in a container of `engine`, started."""
+
+    engine: Engine
+    name: str
+    run_dir: Path
+    script: Path
+    env: dict[str, str]
+    first: subprocess.Popen
+
+
+def start_container_trainer(request, tmp_path, sandbox, cleanup, groups,
+                            engine_name: str) -> ContainerRun:
+    """Start a job whose step sleeps in a container of `engine_name`; return once it runs."""
     engine: Engine = request.getfixturevalue(engine_name)
     job = job_id()
     run_dir = tmp_path / "run dir"
@@ -232,6 +244,14 @@ steps: [{name: train, run: [record, --sleep, "300"]}]
     first = start_script(script, shell="dash", env=env)
     groups.append(first.pid)
     wait_until(lambda: trainer_records(run_dir), "the first trainer to start")
+    return ContainerRun(engine, name, run_dir, script, env, first)
+
+
+@pytest.mark.parametrize("engine_name", ["podman", "docker"])
+def test_the_container_of_a_killed_job_keeps_the_run_dir_until_it_ends(
+        request, tmp_path, sandbox, cleanup, groups, engine_name):
+    engine, name, run_dir, script, env, first = start_container_trainer(
+        request, tmp_path, sandbox, cleanup, groups, engine_name)
     kill_job(first)
     first.wait()
 
@@ -262,18 +282,8 @@ def client_of(engine: Engine, name: str) -> int:
 @pytest.mark.parametrize("engine_name", ["podman", "docker"])
 def test_a_container_whose_client_was_killed_with_the_job_keeps_the_run_dir(
         request, tmp_path, sandbox, cleanup, groups, engine_name):
-    engine: Engine = request.getfixturevalue(engine_name)
-    job = job_id()
-    run_dir = tmp_path / "run dir"
-    name = container_name(job, run_dir)
-    cleanup.append((engine, name))
-    script = write_script(tmp_path, compile_text(tmp_path, run_file(engine, job, tmp_path, """\
-steps: [{name: train, run: [record, --sleep, "300"]}]
-""")))
-    env = engine_env(sandbox, engine)
-    first = start_script(script, shell="dash", env=env)
-    groups.append(first.pid)
-    wait_until(lambda: trainer_records(run_dir), "the first trainer to start")
+    engine, name, run_dir, script, env, first = start_container_trainer(
+        request, tmp_path, sandbox, cleanup, groups, engine_name)
     client = client_of(engine, name)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()

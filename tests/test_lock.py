@@ -222,7 +222,7 @@ def test_compile_reads_the_lock_and_never_the_registry(obc, start_registry, imag
 
     done = obc("compile", "runs", "-o", "out", "--check", "--require-digests")
     assert done.code == 0, done.stderr
-    assert f"  {name}@{digest} " in (OUT / "a" / "job.sh").read_text()
+    assert f" -- {name}@{digest} " in (OUT / "a" / "job.sh").read_text()
     # Only `obc lock` uses the network: with the registry gone, it says where and why.
     done = obc("lock", "--check", "runs")
     assert done.code == 1
