@@ -11,7 +11,7 @@
 #             mount /shared/datasets at /data (read-only)
 #             obc adds exec --cleanenv --contain --no-eval --nv
 #             env values and secrets reach the container as APPTAINERENV_<NAME> (SINGULARITYENV_<NAME>)
-# gpus        all
+# gpus        4 GPUs × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 4 GPUs each
 #             TERM 120 s before the time limit stops the running step
 # run dir     /shared/runs/apptainer-sif  (--run-dir DIR)
@@ -96,7 +96,7 @@ runtime     apptainer (singularity where only that is installed), image /shared/
             mount /shared/datasets at /data (read-only)
             obc adds exec --cleanenv --contain --no-eval --nv
             env values and secrets reach the container as APPTAINERENV_<NAME> (SINGULARITYENV_<NAME>)
-gpus        all
+gpus        4 GPUs × 1 node, given by Slurm
 slurm       sbatch job.sh: 1 node, 4 GPUs each
             TERM 120 s before the time limit stops the running step
 run dir     /shared/runs/apptainer-sif  (--run-dir DIR)

@@ -10,7 +10,7 @@
 #             each step is an srun step, its tasks in containers that pyxis makes; steps run as the user who starts the job, HOME a folder of the container
 #             mount /shared/datasets at /data (read-only)
 #             obc adds '--container-workdir=/workspace/run' --no-container-mount-home '--container-env=HF_HOME,AXOLOTL_DO_NOT_TRACK,WANDB_RESUME,WANDB_RUN_ID,HF_TOKEN,CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE'
-# gpus        all
+# gpus        8 GPUs × 2 nodes, given by Slurm
 # slurm       sbatch job.sh: 2 nodes, 8 GPUs each
 #             train launched with torchrun across the nodes
 #             TERM 120 s before the time limit stops the running step
@@ -96,7 +96,7 @@ runtime     enroot 4 through pyxis, image axolotlai/axolotl:0.19.0-py3.12-cu130-
             each step is an srun step, its tasks in containers that pyxis makes; steps run as the user who starts the job, HOME a folder of the container
             mount /shared/datasets at /data (read-only)
             obc adds '--container-workdir=/workspace/run' --no-container-mount-home '--container-env=HF_HOME,AXOLOTL_DO_NOT_TRACK,WANDB_RESUME,WANDB_RUN_ID,HF_TOKEN,CUDA_VISIBLE_DEVICES,MASTER_ADDR,MASTER_PORT,NNODES,NODE_RANK,GPUS_PER_NODE'
-gpus        all
+gpus        8 GPUs × 2 nodes, given by Slurm
 slurm       sbatch job.sh: 2 nodes, 8 GPUs each
             train launched with torchrun across the nodes
             TERM 120 s before the time limit stops the running step

@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=b2370cf08e7980b278ed36f78760db1686020960329d1fdc207ddd15d36cbd89 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=7c5e0f703648daf4dd2a0569f43931d661d7dbcd54fe2d91137a2508f0a47a62 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=5aaa86faf3ce3a0d04bfb391b61f2c27d938a961be0f72b2769c2e54ba22b16d ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=4d1a1f14022eb0cb81f3132df18b953057cfde62337178e6ff58b38a4b59d63d ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=0b7fcfbdd23d230b889bc5407e72193643b4f80d8494800213040e70c0bc9b79 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=82c004ed0a2f6fc1022f6d1bb3dec9ac2f59baa07aeabac4474a3f52b042f9e4 ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=3e974c83e53fa2ac7222e504a83511ef6532bcb3713ac5693bfbab682e29aa89 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=faf48029a259df8647ee699a2f49c8ba3b11ff9e9e6723c705d6fde5aee91e51 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=58a70b2d16a9ba72471ca84e792ca038a040589688cdf83646e9ebea4b6fef5c ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=5e31ca3455c1e4123c93db89b3679231c7ff68306a5b99376ae6cfa2650646cf ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=5442fddfbab475db57cf2ca9ea0fe5228a0b78cd697043947a232c836a5e68b3 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=75bdde2e8dfec753a14d4ef60bb21897d20d5222fcc844024f31e46248f3153a ;;
     *) return 1 ;;
   esac
 }
@@ -406,32 +406,32 @@ exit 0
 #     "lr-sweep-1e-4-1": {
 #       "index": 0,
 #       "labels": ["1e-4", "1"],
-#       "checksum": "b2370cf08e7980b278ed36f78760db1686020960329d1fdc207ddd15d36cbd89"
+#       "checksum": "3e974c83e53fa2ac7222e504a83511ef6532bcb3713ac5693bfbab682e29aa89"
 #     },
 #     "lr-sweep-1e-4-2": {
 #       "index": 1,
 #       "labels": ["1e-4", "2"],
-#       "checksum": "7c5e0f703648daf4dd2a0569f43931d661d7dbcd54fe2d91137a2508f0a47a62"
+#       "checksum": "faf48029a259df8647ee699a2f49c8ba3b11ff9e9e6723c705d6fde5aee91e51"
 #     },
 #     "lr-sweep-2e-4-1": {
 #       "index": 2,
 #       "labels": ["2e-4", "1"],
-#       "checksum": "5aaa86faf3ce3a0d04bfb391b61f2c27d938a961be0f72b2769c2e54ba22b16d"
+#       "checksum": "58a70b2d16a9ba72471ca84e792ca038a040589688cdf83646e9ebea4b6fef5c"
 #     },
 #     "lr-sweep-2e-4-2": {
 #       "index": 3,
 #       "labels": ["2e-4", "2"],
-#       "checksum": "4d1a1f14022eb0cb81f3132df18b953057cfde62337178e6ff58b38a4b59d63d"
+#       "checksum": "5e31ca3455c1e4123c93db89b3679231c7ff68306a5b99376ae6cfa2650646cf"
 #     },
 #     "lr-sweep-4e-4-1": {
 #       "index": 4,
 #       "labels": ["4e-4", "1"],
-#       "checksum": "0b7fcfbdd23d230b889bc5407e72193643b4f80d8494800213040e70c0bc9b79"
+#       "checksum": "5442fddfbab475db57cf2ca9ea0fe5228a0b78cd697043947a232c836a5e68b3"
 #     },
 #     "lr-sweep-long": {
 #       "index": 5,
 #       "labels": ["", ""],
-#       "checksum": "82c004ed0a2f6fc1022f6d1bb3dec9ac2f59baa07aeabac4474a3f52b042f9e4"
+#       "checksum": "75bdde2e8dfec753a14d4ef60bb21897d20d5222fcc844024f31e46248f3153a"
 #     }
 #   },
 #   "combinations": 6,

@@ -8,7 +8,7 @@
 #             steps run as the user who starts the job, HOME /workspace/run/.obc/home (--home)
 #             obc adds exec --contain --no-eval --nv
 #             env values and secrets reach the container as APPTAINERENV_<NAME> (SINGULARITYENV_<NAME>)
-# gpus        all
+# gpus        2 GPUs × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 2 GPUs each
 #             TERM 120 s before the time limit stops the running step
 # run dir     ~/overbrainer/runs/hpc  (--run-dir DIR)
@@ -79,7 +79,7 @@ runtime     apptainer (singularity where only that is installed), image ${IMAGES
             steps run as the user who starts the job, HOME /workspace/run/.obc/home (--home)
             obc adds exec --contain --no-eval --nv
             env values and secrets reach the container as APPTAINERENV_<NAME> (SINGULARITYENV_<NAME>)
-gpus        all
+gpus        2 GPUs × 1 node, given by Slurm
 slurm       sbatch job.sh: 1 node, 2 GPUs each
             TERM 120 s before the time limit stops the running step
 run dir     ~/overbrainer/runs/hpc  (--run-dir DIR)

@@ -7,7 +7,7 @@
 # runtime     enroot 3 through pyxis, image /shared/axolotl.sqsh (SHA-256 9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b, checked first)
 #             each step is an srun step, its tasks in containers that pyxis makes; steps run as the user who starts the job, HOME a folder of the container
 #             obc adds '--container-workdir=/workspace/run' --no-container-mount-home '--container-env=HF_HOME,WANDB_PROJECT,HF_TOKEN,CUDA_VISIBLE_DEVICES'
-# gpus        all
+# gpus        2 GPUs × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 2 GPUs each
 #             TERM 120 s before the time limit stops the running step
 # run dir     ~/overbrainer/runs/hpc  (--run-dir DIR)
@@ -77,7 +77,7 @@ inputs      sha256:33504f29be8c39378cd656133c12c1fe0dba591577b881c84478d03a04ce3
 runtime     enroot 3 through pyxis, image /shared/axolotl.sqsh (SHA-256 9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b, checked first)
             each step is an srun step, its tasks in containers that pyxis makes; steps run as the user who starts the job, HOME a folder of the container
             obc adds '--container-workdir=/workspace/run' --no-container-mount-home '--container-env=HF_HOME,WANDB_PROJECT,HF_TOKEN,CUDA_VISIBLE_DEVICES'
-gpus        all
+gpus        2 GPUs × 1 node, given by Slurm
 slurm       sbatch job.sh: 1 node, 2 GPUs each
             TERM 120 s before the time limit stops the running step
 run dir     ~/overbrainer/runs/hpc  (--run-dir DIR)

@@ -10,7 +10,7 @@
 #             steps run as the user who starts the job, HOME /workspace/run/.obc/home (--home)
 #             obc adds exec --cleanenv --contain --no-eval --nv
 #             env values and secrets reach the container as APPTAINERENV_<NAME> (SINGULARITYENV_<NAME>)
-# gpus        all
+# gpus        8 GPUs × 2 nodes, given by Slurm
 # slurm       sbatch job.sh: 2 nodes, 8 GPUs each
 #             train launched with torchrun across the nodes
 #             TERM 120 s before the time limit stops the running step
@@ -97,7 +97,7 @@ runtime     apptainer (singularity where only that is installed), image docker:/
             steps run as the user who starts the job, HOME /workspace/run/.obc/home (--home)
             obc adds exec --cleanenv --contain --no-eval --nv
             env values and secrets reach the container as APPTAINERENV_<NAME> (SINGULARITYENV_<NAME>)
-gpus        all
+gpus        8 GPUs × 2 nodes, given by Slurm
 slurm       sbatch job.sh: 2 nodes, 8 GPUs each
             train launched with torchrun across the nodes
             TERM 120 s before the time limit stops the running step

@@ -5,9 +5,9 @@
 #
 # job         slurm-multinode
 # obc         0.2.0
-# inputs      sha256:95fd5e99f583a2af9fe3e7e03b863117ff69f38496f9b8153dd0ed69a1b67b14
+# inputs      sha256:f7c7772873b048c68cf5bbb1591923a72d8a556dcde8fbdcfc1634a9dee92341
 # runtime     native, programs from /shared/venvs/axolotl/bin (activated: first on PATH, VIRTUAL_ENV), then PATH
-# gpus        all
+# gpus        8 GPUs × 2 nodes, given by Slurm
 # slurm       sbatch job.sh: 2 nodes, 8 GPUs each, requeued after preemption
 #             train launched with torchrun across the nodes
 #             TERM 120 s before the time limit stops the running step
@@ -43,7 +43,7 @@
 #SBATCH --signal=B:TERM@120
 #SBATCH --requeue
 #SBATCH --open-mode=append
-#SBATCH --exclusive
+#SBATCH --mail-type=END,FAIL
 
 # POSIX sh: runs alike under dash, bash, busybox sh, zsh, ksh93, mksh, posh and yash.
 # No `set -e`: each command that matters is checked where it runs. Nothing here ever
@@ -93,9 +93,9 @@ obc_help() {
 
 job         slurm-multinode
 obc         0.2.0
-inputs      sha256:95fd5e99f583a2af9fe3e7e03b863117ff69f38496f9b8153dd0ed69a1b67b14
+inputs      sha256:f7c7772873b048c68cf5bbb1591923a72d8a556dcde8fbdcfc1634a9dee92341
 runtime     native, programs from /shared/venvs/axolotl/bin (activated: first on PATH, VIRTUAL_ENV), then PATH
-gpus        all
+gpus        8 GPUs × 2 nodes, given by Slurm
 slurm       sbatch job.sh: 2 nodes, 8 GPUs each, requeued after preemption
             train launched with torchrun across the nodes
             TERM 120 s before the time limit stops the running step
@@ -969,7 +969,7 @@ obc_exit 0
 #     "mem": "0",
 #     "constraint": null,
 #     "rendezvous_port": 29500,
-#     "extra": ["--exclusive"],
+#     "extra": ["--mail-type=END,FAIL"],
 #     "max_restarts": null,
 #     "requeues_itself": false,
 #     "torchrun_step": "train"
@@ -986,6 +986,6 @@ obc_exit 0
 #     "trigger": "axolotl_checkpoint.save"
 #   },
 #   "retry": null,
-#   "inputs": "sha256:95fd5e99f583a2af9fe3e7e03b863117ff69f38496f9b8153dd0ed69a1b67b14",
+#   "inputs": "sha256:f7c7772873b048c68cf5bbb1591923a72d8a556dcde8fbdcfc1634a9dee92341",
 #   "sweep": null
 # }

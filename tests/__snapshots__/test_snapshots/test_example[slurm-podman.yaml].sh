@@ -9,7 +9,7 @@
 # runtime     podman, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1
 #             steps run as the user who starts the job (--userns=keep-id when rootless), HOME /workspace/run/.obc/home
 #             obc adds --init --device 'nvidia.com/gpu=all' '--security-opt=label=disable' --ulimit host '--ipc=host'
-# gpus        all
+# gpus        1 GPU × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 1 GPUs each
 #             TERM 120 s before the time limit stops the running step
 # run dir     ~/overbrainer/runs/slurm-podman  (--run-dir DIR)
@@ -91,7 +91,7 @@ inputs      sha256:052bd10dc452fb1d0198bc2f899e3992f519a064cd69b20461df04c53f61d
 runtime     podman, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1
             steps run as the user who starts the job (--userns=keep-id when rootless), HOME /workspace/run/.obc/home
             obc adds --init --device 'nvidia.com/gpu=all' '--security-opt=label=disable' --ulimit host '--ipc=host'
-gpus        all
+gpus        1 GPU × 1 node, given by Slurm
 slurm       sbatch job.sh: 1 node, 1 GPUs each
             TERM 120 s before the time limit stops the running step
 run dir     ~/overbrainer/runs/slurm-podman  (--run-dir DIR)

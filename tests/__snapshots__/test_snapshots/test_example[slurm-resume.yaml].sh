@@ -7,7 +7,7 @@
 # obc         0.2.0
 # inputs      sha256:09b12f34d331d9f3d0653343af0ffb7960691caf08d23d8d6beeb4f90e9e7542
 # runtime     native, programs from ${SCRATCH}/venvs/axolotl/bin (activated: first on PATH, VIRTUAL_ENV), then PATH
-# gpus        all
+# gpus        4 GPUs × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 4 GPUs each, requeued after preemption
 #             USR1 300 s before the time limit stops the running step
 # run dir     ${SCRATCH}/runs/slurm-resume  (--run-dir DIR)
@@ -91,7 +91,7 @@ job         slurm-resume
 obc         0.2.0
 inputs      sha256:09b12f34d331d9f3d0653343af0ffb7960691caf08d23d8d6beeb4f90e9e7542
 runtime     native, programs from ${SCRATCH}/venvs/axolotl/bin (activated: first on PATH, VIRTUAL_ENV), then PATH
-gpus        all
+gpus        4 GPUs × 1 node, given by Slurm
 slurm       sbatch job.sh: 1 node, 4 GPUs each, requeued after preemption
             USR1 300 s before the time limit stops the running step
 run dir     ${SCRATCH}/runs/slurm-resume  (--run-dir DIR)

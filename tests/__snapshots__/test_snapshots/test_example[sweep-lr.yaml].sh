@@ -13,7 +13,7 @@
 # runtime     docker, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
 #             steps run as the user who starts the job (--user "$(id -u):$(id -g)"), HOME /workspace/run/.obc/home
 #             obc adds --init --gpus all --ulimit 'memlock=-1' --ulimit 'stack=67108864' --shm-size 16g
-# gpus        all
+# gpus        1 GPU × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 1 GPUs each, requeued after preemption
 #             TERM 120 s before the time limit stops the running step
 # run dir     ~/overbrainer/runs/lr-sweep-1e-4-1  (--run-dir DIR)
@@ -102,7 +102,7 @@ inputs      sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687
 runtime     docker, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
             steps run as the user who starts the job (--user "$(id -u):$(id -g)"), HOME /workspace/run/.obc/home
             obc adds --init --gpus all --ulimit 'memlock=-1' --ulimit 'stack=67108864' --shm-size 16g
-gpus        all
+gpus        1 GPU × 1 node, given by Slurm
 slurm       sbatch job.sh: 1 node, 1 GPUs each, requeued after preemption
             TERM 120 s before the time limit stops the running step
 run dir     ~/overbrainer/runs/lr-sweep-1e-4-1  (--run-dir DIR)
