@@ -51,7 +51,8 @@ def compile_text(directory: Path, text: str, name: str = "run.yaml") -> str:
     run_file.write_text(text, encoding="utf-8")
     result = compile_files([run_file], out=directory / "out")
     assert not result.diagnostics, "\n".join(d.text() for d in result.diagnostics)
-    (script,) = result.scripts
+    # (Compiled again unchanged, a run file's script is reused from OUT.)
+    (script,) = [*result.scripts, *result.reused]
     return script.text
 
 
