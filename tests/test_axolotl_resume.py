@@ -147,7 +147,8 @@ def test_a_changed_learning_rate_is_refused_fresh_starts_over_and_resume_from_co
     checkpoints = run_dir / OUTPUT_DIR
 
     def job(**overrides: object) -> str:
-        config = with_data(tiny_model, tmp_path, max_steps=4, save_steps=1, **overrides)
+        config = with_data(tiny_model, tmp_path, **{"max_steps": 4, "save_steps": 1,
+                                                    **overrides})
         return preprocessed("identity", axolotl_venv, config, run_dir)
 
     first = run_script(tmp_path, job(), "--only", "preprocess")

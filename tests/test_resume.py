@@ -270,7 +270,13 @@ def test_resume_from_continues_deliberately_from_a_checkpoint_of_other_inputs(ch
     wrong = sandbox.run(script, "--run-dir", str(run_dir), "--resume-from", "checkpoint-5",
                         env=env)
     assert wrong.returncode == 3 and "checkpoint-5 is no whole checkpoint" in wrong.stderr
-    assert sandbox.run(script, "--resume-from", "5").returncode == 2
+    # Only a checkpoint's name: never a path, a pattern or anything a shell would expand.
+    for hostile in ("5", "checkpoint-", "checkpoint-1/../../x", "../checkpoint-1",
+                    "checkpoint-1 2", "checkpoint-$(touch PWNED)", "checkpoint-*", "-1"):
+        refused = sandbox.run(script, "--resume-from", hostile)
+        assert refused.returncode == 2 and "--resume-from takes a checkpoint's name" in \
+            refused.stderr, hostile
+    assert not (run_dir / "PWNED").exists()
 
 
 def test_what_is_no_training_input_keeps_the_checkpoints(checkpointer, tmp_path):
