@@ -12,6 +12,7 @@ import signal
 
 import pytest
 
+from compiler.pipeline import compile_files
 from tests.conftest import SHELLS, compile_text, install_stub, start_script, write_script
 from tests.engines import wait_until
 
@@ -386,3 +387,40 @@ def test_a_rerun_starts_at_the_first_step_not_finished_for_these_inputs(checkpoi
     script = compiled(tmp_path, STEPPED)
     assert sandbox.run(script, "--run-dir", str(run_dir), shell=shell).returncode == 3
     assert run("--fresh") == ["preprocess", "train", "merge-lora"]
+
+
+SWEPT = """\
+version: 1
+id: sw
+runtime: {kind: native}
+trainer: {axolotl: {config: {base_model: b, learning_rate: 0.001}}}
+slurm: {time: 60}
+matrix:
+  axes:
+    lr: {set: trainer.axolotl.config.learning_rate, values: {"1e-4": 1.0e-4, "2e-4": 2.0e-4}}
+"""
+
+
+def training_inputs(tmp_path, text: str) -> dict[str, str]:
+    """Each job's training inputs, as the model derives them (what header, plan and script
+    show)."""
+    (tmp_path / "run.yaml").write_text(text, encoding="utf-8")
+    result = compile_files([tmp_path / "run.yaml"])
+    assert not result.diagnostics, [d.text() for d in result.diagnostics]
+    return {script.job.id: script.job.training_inputs for script in result.scripts}
+
+
+@pytest.mark.parametrize(("before", "after", "changed"), [
+    ('"2e-4": 2.0e-4', '"2e-4": 3.0e-4', {"sw-2e-4"}),  # another run of the sweep
+    ("time: 60", "time: 120", set()),
+    ("time: 60", "time: 60, extra: [--mail-type=END]", set()),  # a notification
+    ("id: sw\n", "id: sw\ndescription: d\ncheckpoint: {grace: 30}\n", set()),
+    ("learning_rate: 0.001", "learning_rate: 0.002, seed: 1", {"sw-1e-4", "sw-2e-4"}),
+    ("{kind: native}", "{kind: native, venv: /v}", {"sw-1e-4", "sw-2e-4"}),
+    ("0.001}", "0.001}, args: [--seed, '2']", {"sw-1e-4", "sw-2e-4"}),  # train's command
+])
+def test_the_training_inputs_change_with_what_training_depends_on_only(tmp_path, before,
+                                                                       after, changed):
+    old = training_inputs(tmp_path, SWEPT)
+    new = training_inputs(tmp_path, SWEPT.replace(before, after))
+    assert {job for job in old if old[job] != new[job]} == changed
