@@ -424,3 +424,16 @@ def test_the_training_inputs_change_with_what_training_depends_on_only(tmp_path,
     old = training_inputs(tmp_path, SWEPT)
     new = training_inputs(tmp_path, SWEPT.replace(before, after))
     assert {job for job in old if old[job] != new[job]} == changed
+
+
+def test_an_inherited_variable_does_not_move_what_fresh_sets_aside(checkpointer, tmp_path):
+    sandbox, run_dir = checkpointer, tmp_path / "run"
+    script = compiled(tmp_path, resumable(max_steps=2, save_steps=1))
+    assert sandbox.run(script, "--run-dir", str(run_dir),
+                       env=sandbox.env(HF_TOKEN="t")).returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    fresh = sandbox.run(script, "--run-dir", str(run_dir), "--fresh",
+                        env=sandbox.env(HF_TOKEN="t", OBC_ASIDE=str(elsewhere)))
+    assert fresh.returncode == 0, fresh.stderr
+    assert not elsewhere.exists()
+    assert set_aside(run_dir) == ["out/checkpoint-1", "out/checkpoint-2"]
