@@ -202,7 +202,7 @@ class _ConfigPlace:
 def _checkpoint_problems(data: dict[str, Any], config: dict[str, Any]) -> \
         Iterator[tuple[Path_, str, str]]:
     """What keeps resume or checkpoint-on-signal from working with this config."""
-    resume = data["trainer"]["axolotl"].get("resume", "auto") == "auto"
+    resume = data["trainer"]["axolotl"].get("resume") != "never"
     on_signal = data.get("checkpoint", {}).get("on_signal", True)
     if not (resume or on_signal):
         return

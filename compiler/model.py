@@ -6,6 +6,8 @@ template would otherwise have to work out from several fields is a property here
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -21,6 +23,9 @@ DEFAULT_IMAGE = (
 DEFAULT_STOP_TIMEOUT = 60
 
 Gpus = Literal["all", "none"] | tuple[str, ...]
+# Which checkpoint train resumes from: only one the same training inputs made, any, or none.
+Resume = Literal["same-inputs", "any", "never"]
+DEFAULT_RESUME: Resume = "same-inputs"
 Nodes = Literal["all", "first"]
 
 
@@ -63,14 +68,21 @@ class Checkpoints:
     """Where Axolotl's train step writes its checkpoint-N folders: its output_dir as the
     trainer sees it (relative to the run dir, or absolute in its container), and where the
     script finds it: `host_base` (None: the run dir; else a folder on the machine, such as a
-    mount's source) joined with `host_rest`. With `resume`, train starts from the newest
-    complete one."""
+    mount's source) joined with `host_rest`. `resume` says which complete one train starts
+    from (README, "Preemption and resume"); `prepared_dir`, Axolotl's prepared dataset when
+    it is in the run dir, is set aside with the checkpoints when the job starts over."""
 
     step: str
     output_dir: str
     host_base: str | None
     host_rest: str
-    resume: bool
+    resume: Resume
+    prepared_dir: str | None = None
+
+    @property
+    def own_folder(self) -> bool:
+        """Whether output_dir is a folder of its own, not the run dir itself."""
+        return not (self.host_base is None and self.host_rest == ".")
 
     @property
     def host_suffix(self) -> str:
@@ -174,7 +186,7 @@ class Job:
     @property
     def restartable(self) -> bool:
         """Whether a run may start again from the top as the same Slurm job (requeued by
-        Slurm, or by itself), and so skips the steps it finished."""
+        Slurm, or by itself)."""
         return self.slurm is not None and self.slurm.restartable
 
     @property
@@ -185,6 +197,54 @@ class Job:
         member could have put a link in its place."""
         return self.checkpoints is not None and \
             (self.shared or self.checkpoints.host_base is not None)
+
+    @property
+    def training_steps(self) -> tuple[Step, ...]:
+        """The steps up to train, whose work checkpoints carry; every step, without a
+        trainer."""
+        if self.checkpoints is None:
+            return self.steps
+        names = [step.name for step in self.steps]
+        return self.steps[:names.index(self.checkpoints.step) + 1]
+
+    @property
+    def training_input_lines(self) -> tuple[str, ...]:
+        """What the work of the training steps depends on, one line each: each embedded file
+        (the trainer's config, attached files and data) by its sha256, the program that runs
+        (image or venv) and each step's command. Not the run file itself: another run of its
+        sweep, a time limit or a notification changes nothing the steps do."""
+        files = tuple(f"file {f.path} {hashlib.sha256(f.content.encode()).hexdigest()}"
+                      for f in sorted(self.files, key=lambda f: f.path))
+        return (*files, f"program {self._program}",
+                *(f"step {step.name} {json.dumps(step.argv)}" for step in self.training_steps))
+
+    @property
+    def training_inputs(self) -> str:
+        """`sha256:HEX` of `training_input_lines`: the identity of the checkpoints train makes
+        and of the steps that finished. The header shows it, `obc plan` compares it, and the
+        script records it with each attempt."""
+        listing = "".join(line + "\n" for line in self.training_input_lines)
+        return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
+
+    def step_inputs(self, step: Step) -> str:
+        """What the record that a step finished names: the training inputs, and for a step
+        after train, a hash of its own command too."""
+        if step in self.training_steps:
+            return self.training_inputs
+        own = hashlib.sha256(json.dumps(step.argv).encode()).hexdigest()[:16]
+        return f"{self.training_inputs}+{own}"
+
+    @property
+    def _program(self) -> str:
+        """Where the steps' programs come from: the image (with its digest, when known), or
+        the venv and PATH."""
+        if self.native is not None:
+            return f"venv {self.native.venv}" if self.native.venv else "PATH"
+        image = self.runtime.image
+        # An image file's checked SHA-256 (a registry's image names its digest, if any).
+        sha256 = getattr(self.runtime, "image_sha256", None) \
+            if getattr(self.runtime, "image_is_file", False) else None
+        return f"image {image}" + (f" sha256:{sha256}" if sha256 else "")
 
     @property
     def container(self) -> Container | None:

@@ -21,7 +21,7 @@ from .model import Job
 from .pipeline import Script
 from .plan_files import describe, embedded_text
 from .policy_rules import Judgement
-from .recorded import rendered_again
+from .recorded import recorded_job, rendered_again
 from .sweep import Sweep, SweepFile
 from .text import visible
 from .write import Change, CompileNamed, Elsewhere
@@ -323,9 +323,21 @@ def _compared(path: str, text: str, job: Job | Sweep) -> ScriptPlan:
     note = f"the script on disk is not what obc writes for its record (edited by hand, or " \
            f"another build of obc {job.obc_version}): {edits}" if edits else ""
     if any(not _is_provenance(change.path) for change in changes):
+        note = "; ".join(filter(None, (_rerun(old, job, text), note)))
         return ScriptPlan(path, "change", tuple(change for change in changes
                                                 if not _is_provenance(change.path)), note, job)
     return ScriptPlan(path, "change", changes, note, job, same_meaning=not edits)
+
+
+def _rerun(record: dict[str, Any], job: Job | Sweep, text: str) -> str:
+    """What a rerun in the same run dir keeps of the old job's work: whether the training
+    inputs (Job.training_inputs) of the job the record stands for are the new job's."""
+    old = recorded_job(record, job, text) if isinstance(job, Job) else None
+    if old is None or job.checkpoints is None:
+        return ""
+    if old.training_inputs != job.training_inputs:
+        return "a rerun starts over (checkpoints of the old inputs are set aside)"
+    return "a rerun keeps its checkpoints and finished steps (same training inputs)"
 
 
 def _edits(record: dict[str, Any], job: Job | Sweep, text: str) -> str:

@@ -115,7 +115,7 @@ def _checkpoints(bill: Bill) -> list[str]:
         posixpath.join(checkpoints.host_base, checkpoints.host_rest)
     return [f"{checkpoints.step} writes them to {checkpoints.output_dir} ({host} of the "
             + ("run dir" if checkpoints.host_base is None else "machine") + ")"
-            + ("; starts from the newest whole one" if checkpoints.resume else "")]
+            + f"; resume: {checkpoints.resume}"]
 
 
 def _stop(bill: Bill) -> list[str]:

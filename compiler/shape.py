@@ -43,7 +43,10 @@ _SHAPES: dict[str, str] = {}
 
 def shape_of(job: Job, text: str) -> str | None:
     """Return the shape of `job`, whose script is `text`; None if no shape can stand for it."""
-    shape = render_job(job, ShapePrinter(job_strings(job)))
+    # The hashes the model derives (the training inputs) are values too, of letters and
+    # digits only: each distinct one gets a placeholder of its own, whatever its digits.
+    hashes = (job.training_inputs, *(job.step_inputs(step) for step in job.steps))
+    shape = render_job(job, ShapePrinter(job_strings(job), hashes))
     if _DIRECTIVE.findall(shape) != _DIRECTIVE.findall(text):
         return None
     return _SHAPES.setdefault(shape, shape)
@@ -52,11 +55,12 @@ def shape_of(job: Job, text: str) -> str | None:
 class ShapePrinter(Printer):
     """Writes placeholders; one printer per script, so equal values get equal placeholders."""
 
-    def __init__(self, values: Iterable[str]) -> None:
+    def __init__(self, values: Iterable[str], hashes: Iterable[str] = ()) -> None:
         # The job's own strings: text that holds none of them is the templates' own.
         self.values = {value for value in values if value}
-        self.placeholders: dict[str, str] = {}
-        self.taken: set[str] = set()
+        self.placeholders = {value: f"sha256:h{n}"
+                             for n, value in enumerate(dict.fromkeys(hashes))}
+        self.taken: set[str] = set(self.placeholders.values())
         self.numbers: dict[int, str] = {}
 
     def word(self, value: str) -> ShellText:

@@ -31,9 +31,11 @@ EXIT_CODES = (
 
 
 def usage(job: Job) -> str:
-    fresh = " [--fresh]" if job.checkpoints and job.checkpoints.resume else ""
+    checkpoints = job.checkpoints
+    resume = " [--resume-from CHECKPOINT]" if checkpoints and checkpoints.resume != "never" \
+        else ""
     return ("job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP]"
-            f"{fresh} [--status] [--help]")
+            f" [--fresh]{resume} [--status] [--help]")
 
 
 def help_lines(job: Job) -> list[str]:
@@ -68,7 +70,9 @@ def help_lines(job: Job) -> list[str]:
         ("retry", [f"exit codes {', '.join(map(str, job.retry.exit_codes))}: up to "
                    f"{job.retry.max} times" + (", by requeueing" if job.slurm else "")]
          if job.retry else []),
-        ("records", ["<run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)"]),
+        ("records", ["<run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)",
+                     f"training inputs {job.training_inputs}: a rerun starts at the first step "
+                     "not finished for them (.obc/done/STEP; --from, --only, --fresh)"]),
         ("exit codes", list(EXIT_CODES) if job.slurm and job.slurm.max_restarts
          else [line for line in EXIT_CODES if not line.startswith("5 ")]),
         ("usage", [usage(job)]),
@@ -84,10 +88,17 @@ def labelled_lines(rows: Iterable[tuple[str, list[str]]]) -> list[str]:
 
 def _resume(job: Job) -> list[str]:
     checkpoints = job.checkpoints
-    if checkpoints is None or not checkpoints.resume:
+    if checkpoints is None:
         return []
+    policy = f"trainer.axolotl.resume: {checkpoints.resume}"
+    if checkpoints.resume == "never":
+        return [f"{checkpoints.step} starts over, what it wrote before set aside  ({policy})"]
+    which = "whatever made it" if checkpoints.resume == "any" else \
+        "made by these training inputs; one of other inputs stops the job (exit 3)"
     return [f"{checkpoints.step} starts from the newest whole checkpoint in "
-            f"{checkpoints.output_dir}/  (--fresh starts over)"]
+            f"{checkpoints.output_dir}/ {which}  ({policy})",
+            "--fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), "
+            "--resume-from CHECKPOINT continues from one deliberately"]
 
 
 def _stop(job: Job) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from .axolotl import AXOLOTL_CONFIG_NAME, DEFAULT_OUTPUT_DIR, TRIGGER_FILE
-from .model import Checkpoints, EmbeddedFile, OnSignal, Step
+from .model import DEFAULT_RESUME, Checkpoints, EmbeddedFile, OnSignal, Resume, Step
 from .runtimes import Mount, host_folder
 
 # Step name and Axolotl command, in the order they run.
@@ -19,6 +19,12 @@ AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "me
 TRAIN = "train"
 DEFAULT_GRACE = 45
 DEFAULT_CHECK_INTERVAL = 1
+# Where Axolotl 0.19 keeps the prepared dataset when the config names no dataset_prepared_path.
+DEFAULT_PREPARED_DIR = "last_run_prepared"
+
+
+def resume_policy(data: dict[str, Any]) -> Resume:
+    return data["trainer"]["axolotl"].get("resume", DEFAULT_RESUME)
 
 
 def axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
@@ -79,8 +85,8 @@ def checkpoints(data: dict[str, Any], config: dict[str, Any],
                 mounts: tuple[Mount, ...] | None) -> Checkpoints | None:
     """Where train's checkpoints are: on the machine, and as Axolotl sees them (in a
     container, `mounts` map its paths to the machine's; None for a native job)."""
-    resume = data["trainer"]["axolotl"].get("resume", "auto") == "auto"
-    if not resume and not on_signal(data):
+    resume = resume_policy(data)
+    if resume == "never" and not on_signal(data):
         return None
     output_dir = posixpath.normpath(str(config.get("output_dir", DEFAULT_OUTPUT_DIR)))
     if not output_dir.startswith("/"):
@@ -92,7 +98,15 @@ def checkpoints(data: dict[str, Any], config: dict[str, Any],
         if mapped is None:  # axolotl.py reports it before the job is built
             raise ValueError(f"{output_dir} is in no folder the container mounts")
         base, rest = mapped
-    return Checkpoints(TRAIN, output_dir, base, rest, resume)
+    return Checkpoints(TRAIN, output_dir, base, rest, resume, _prepared_dir(config))
+
+
+def _prepared_dir(config: dict[str, Any]) -> str | None:
+    """Axolotl's prepared dataset as a path in the run dir, if it is one (a folder elsewhere
+    is left alone when the job starts over: Axolotl names its parts by their inputs)."""
+    path = config.get("dataset_prepared_path") or DEFAULT_PREPARED_DIR
+    path = posixpath.normpath(str(path))
+    return None if path.startswith(("/", "..")) or path == "." else path
 
 
 def dump_config(config: dict[str, Any]) -> str:

@@ -70,7 +70,8 @@ def test_a_sweep_value_changed_as_the_trial_did_it_reads_as_words(tmp_path, form
     (root / "run.yaml").write_text(SWEEP.replace("5.0e-4", "3.0e-4"), encoding="utf-8")
     line = change_line(plan(root, "--format", format_), SWEEP_RUN)
     assert line.endswith(f"{SWEEP_RUN}: file axolotl.yaml: learning_rate 0.0005 → 0.0003; "
-                         "sweep patch trainer.axolotl.config.learning_rate 0.0005 → 0.0003")
+                         "sweep patch trainer.axolotl.config.learning_rate 0.0005 → 0.0003; "
+                         "a rerun starts over (checkpoints of the old inputs are set aside)")
 
 
 def test_a_patch_added_to_a_named_run_reads_with_its_value(tmp_path):
@@ -79,7 +80,8 @@ def test_a_patch_added_to_a_named_run_reads_with_its_value(tmp_path):
     (root / "run.yaml").write_text(SWEEP + long % ", learning_rate: 0.0009", encoding="utf-8")
     assert change_line(plan(root), "out/sw-long/") == (
         "~ out/sw-long/job.sh: file axolotl.yaml: learning_rate 0.0002 → 0.0009; "
-        "sweep patch trainer.axolotl.config.learning_rate added (0.0009)")
+        "sweep patch trainer.axolotl.config.learning_rate added (0.0009); "
+        "a rerun starts over (checkpoints of the old inputs are set aside)")
 
 
 def test_a_sweep_runs_bill_shows_the_values_its_patches_set(tmp_path):
@@ -212,7 +214,8 @@ def test_a_record_edited_to_match_the_run_file_does_not_hide_what_the_text_does(
     assert line.startswith("~ out/j/job.sh: inputs changed; the script on disk is not what obc "
                            "writes for its record (edited by hand, or another build of obc "
                            "0.2.0): line 11: # steps       1. a: echo one; line ")
-    assert line.endswith(": obc_step 1 a echo one")  # what the text does
+    # What the text does: the training inputs of `echo one`, not the record's `echo two`.
+    assert "OBC_INPUTS=sha256:" in line and "more lines" in line
 
 
 @pytest.mark.parametrize("example", sorted((REPO / "examples").glob("*.yaml")),
@@ -228,3 +231,22 @@ def test_a_record_renders_to_its_script_again(example, monkeypatch):
             script.job, files=(), description=None), script.text)
         multi_line = script.job.description and "\n" in script.job.description
         assert alone == (None if multi_line else script.job)
+
+
+# Issue 19: what a rerun in the same run dir keeps, by the training inputs of both jobs.
+TRAINED = ("version: 1\nid: t\nruntime: {kind: native}\n"
+           "trainer: {axolotl: {config: {base_model: b, learning_rate: 0.001}}}\n")
+
+
+@pytest.mark.parametrize(("before", "after", "rerun"), [
+    ("learning_rate: 0.001", "learning_rate: 0.002", "a rerun starts over (checkpoints of the "
+                                                     "old inputs are set aside)"),
+    ("{kind: native}", "{kind: native, venv: /opt/v}", "a rerun starts over"),
+    ("{kind: native}", "{kind: native, stop_timeout: 90}",
+     "a rerun keeps its checkpoints and finished steps (same training inputs)"),
+    ("id: t\n", "id: t\ncheckpoint: {grace: 99}\n", "a rerun keeps its checkpoints"),
+])
+def test_plan_says_whether_a_rerun_starts_over(tmp_path, before, after, rerun):
+    root = project(tmp_path, TRAINED)
+    (root / "run.yaml").write_text(TRAINED.replace(before, after), encoding="utf-8")
+    assert rerun in change_line(plan(root), "out/t/job.sh")

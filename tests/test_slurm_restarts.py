@@ -45,7 +45,7 @@ def test_at_the_time_limit_the_job_requeues_itself_then_gives_up_with_exit_5(
            "(slurm.max_restarts): giving up" in log
     # The second attempt skipped the step the first had finished.
     assert [r["argv"][0] for r in sandbox.records()] == ["first", "--sleep", "--sleep"]
-    assert "obc: step 1/2 first: finished before the job was requeued, skipped" in untimed(log)
+    assert "obc: step 1/2 first: finished before for these inputs, skipped" in untimed(log)
     status = json.loads(
         (sandbox.home / "overbrainer/runs/restarts/.obc/status.json").read_text())
     assert (status["attempt"], status["state"], status["exit_code"], status["slurm_restarts"]) \

@@ -184,12 +184,12 @@ def test_outside_slurm_the_script_runs_as_it_would_without_the_block(tmp_path, s
         folder.mkdir()
         script = write_script(folder, compile_text(folder, MULTI_NODE + slurm))
         (sandbox.state / "log.jsonl").unlink(missing_ok=True)
-        run = sandbox.run(script, env=sandbox.env(HF_TOKEN="t"))
+        # --fresh: the first run finished every step for the same training inputs.
+        run = sandbox.run(script, "--fresh", env=sandbox.env(HF_TOKEN="t"))
         assert run.returncode == 0, run.stderr
         runs.append([(s["argv"], s["cwd"], s["env"]) for s in run.steps])
     assert runs[0] == runs[1]
-    records = sandbox.home / "overbrainer/runs/mn/.obc"
-    assert not (records / "done").exists() and not (records / "job.sh").exists()
+    assert not (sandbox.home / "overbrainer/runs/mn/.obc/job.sh").exists()
 
 
 @pytest.mark.parametrize("shell", list(SHELLS))
@@ -221,7 +221,7 @@ def test_under_slurm_training_runs_on_every_node_and_the_rest_once(tmp_path, san
 
 
 @pytest.mark.parametrize("shell", list(SHELLS))
-def test_a_requeued_job_skips_only_what_this_job_finished(tmp_path, sandbox, shell):
+def test_a_requeued_job_skips_only_what_finished_for_these_inputs(tmp_path, sandbox, shell):
     script = write_script(tmp_path, compile_text(tmp_path, """\
 version: 1
 id: rq
@@ -232,21 +232,20 @@ steps:
   - {name: c, run: [record, c]}
 slurm: {requeue: true}
 """))
+    env = sandbox.env(SLURM_JOB_ID="42")
+    assert sandbox.run(script, shell=shell, env=env).returncode == 0
     done = sandbox.home / "overbrainer/runs/rq/.obc/done"
-    done.mkdir(parents=True)
-    (done / "a").write_text("42\n")  # this job finished a before it was requeued
-    (done / "b").write_text("41\n")  # an earlier job finished b: this one runs it again
-    env = sandbox.env(SLURM_JOB_ID="42", SLURM_RESTART_COUNT="1")
-    run = sandbox.run(script, shell=shell, env=env)
+    inputs = (done / "a").read_text()
+    assert inputs.startswith("sha256:")
+    (done / "b").write_text("sha256:other\n")  # b finished for other inputs: it runs again
+    (done / "c").unlink()  # as if the job had been requeued while c ran
+    (sandbox.state / "log.jsonl").unlink()
+    run = sandbox.run(script, shell=shell, env=sandbox.env(SLURM_JOB_ID="42",
+                                                           SLURM_RESTART_COUNT="1"))
     assert run.returncode == 0, run.stderr
     assert [s["argv"] for s in run.steps] == [["b"], ["c"]]
-    assert "obc: step 1/3 a: finished before the job was requeued, skipped" in run.messages
-    assert {p.name: p.read_text() for p in done.iterdir()} == {"a": "42\n", "b": "42\n",
-                                                                "c": "42\n"}
-    # The first run of a job (no restart yet) runs everything.
-    (sandbox.state / "log.jsonl").unlink()
-    run = sandbox.run(script, shell=shell, env=sandbox.env(SLURM_JOB_ID="42"))
-    assert [s["argv"] for s in run.steps] == [["a"], ["b"], ["c"]]
+    assert "obc: step 1/3 a: finished before for these inputs, skipped" in run.messages
+    assert {p.name: p.read_text() for p in done.iterdir()} == dict.fromkeys("abc", inputs)
 
 
 def test_containers_get_the_rendezvous_and_the_gpus_by_name(tmp_path, sandbox):

@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=3e974c83e53fa2ac7222e504a83511ef6532bcb3713ac5693bfbab682e29aa89 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=faf48029a259df8647ee699a2f49c8ba3b11ff9e9e6723c705d6fde5aee91e51 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=58a70b2d16a9ba72471ca84e792ca038a040589688cdf83646e9ebea4b6fef5c ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=5e31ca3455c1e4123c93db89b3679231c7ff68306a5b99376ae6cfa2650646cf ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=5442fddfbab475db57cf2ca9ea0fe5228a0b78cd697043947a232c836a5e68b3 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=75bdde2e8dfec753a14d4ef60bb21897d20d5222fcc844024f31e46248f3153a ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=e1a0714e0075669371cacfafc4b55c8df0f9f940fd5330e266b8a4c57b4bc3f6 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=a939b20ea0cf6061e93e634b8ef15d1bd7a4454c6e39b73de6ecee2f659655d5 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=02ec52f7b0420cc9495489a2c9dc798741dab38724ed43611971ef2cd7bf9d4c ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=0ca5efbafe7c96681527048fe28705c025453783540c9285dc177cf1daabcc86 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=8fd698f5d425c487fe251b24c8e1955a5d69f5f580b7704a37f368cfc3955063 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=d0099ebdd9f5f173f631dfc3d0b0ab4acbba65d1c5cbc7e83bd720f918f2aa3c ;;
     *) return 1 ;;
   esac
 }
@@ -406,32 +406,32 @@ exit 0
 #     "lr-sweep-1e-4-1": {
 #       "index": 0,
 #       "labels": ["1e-4", "1"],
-#       "checksum": "3e974c83e53fa2ac7222e504a83511ef6532bcb3713ac5693bfbab682e29aa89"
+#       "checksum": "e1a0714e0075669371cacfafc4b55c8df0f9f940fd5330e266b8a4c57b4bc3f6"
 #     },
 #     "lr-sweep-1e-4-2": {
 #       "index": 1,
 #       "labels": ["1e-4", "2"],
-#       "checksum": "faf48029a259df8647ee699a2f49c8ba3b11ff9e9e6723c705d6fde5aee91e51"
+#       "checksum": "a939b20ea0cf6061e93e634b8ef15d1bd7a4454c6e39b73de6ecee2f659655d5"
 #     },
 #     "lr-sweep-2e-4-1": {
 #       "index": 2,
 #       "labels": ["2e-4", "1"],
-#       "checksum": "58a70b2d16a9ba72471ca84e792ca038a040589688cdf83646e9ebea4b6fef5c"
+#       "checksum": "02ec52f7b0420cc9495489a2c9dc798741dab38724ed43611971ef2cd7bf9d4c"
 #     },
 #     "lr-sweep-2e-4-2": {
 #       "index": 3,
 #       "labels": ["2e-4", "2"],
-#       "checksum": "5e31ca3455c1e4123c93db89b3679231c7ff68306a5b99376ae6cfa2650646cf"
+#       "checksum": "0ca5efbafe7c96681527048fe28705c025453783540c9285dc177cf1daabcc86"
 #     },
 #     "lr-sweep-4e-4-1": {
 #       "index": 4,
 #       "labels": ["4e-4", "1"],
-#       "checksum": "5442fddfbab475db57cf2ca9ea0fe5228a0b78cd697043947a232c836a5e68b3"
+#       "checksum": "8fd698f5d425c487fe251b24c8e1955a5d69f5f580b7704a37f368cfc3955063"
 #     },
 #     "lr-sweep-long": {
 #       "index": 5,
 #       "labels": ["", ""],
-#       "checksum": "75bdde2e8dfec753a14d4ef60bb21897d20d5222fcc844024f31e46248f3153a"
+#       "checksum": "d0099ebdd9f5f173f631dfc3d0b0ab4acbba65d1c5cbc7e83bd720f918f2aa3c"
 #     }
 #   },
 #   "combinations": 6,

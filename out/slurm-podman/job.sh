@@ -20,13 +20,15 @@
 #             WANDB_RESUME=allow
 #             WANDB_RUN_ID=slurm-podman-<the run dir's hash>
 # secrets     HF_TOKEN
-# resume      train starts from the newest whole checkpoint in output/  (--fresh starts over)
+# resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
+#             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        during train: a checkpoint first, waited for up to 45 s
 #             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
+#             training inputs sha256:51135d3af342e8c66bc671efd8ce7c6296d13d9b50e9416f6b93f5f44fc20b5a: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
-# usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]
+# usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
 
 #SBATCH --job-name=slurm-podman
 #SBATCH --output=%x-%j.out
@@ -77,6 +79,11 @@ OBC_TEE_OUT=
 OBC_LOG=
 OBC_RESUMED_FROM=
 OBC_FRESH=
+OBC_SKIPPED=
+OBC_INPUTS=sha256:51135d3af342e8c66bc671efd8ce7c6296d13d9b50e9416f6b93f5f44fc20b5a
+OBC_RESUMED_INPUTS=
+OBC_ASIDE=
+OBC_RESUME_FROM=
 OBC_SHOW_STATUS=
 
 # --- helpers ---------------------------------------------------------------------------
@@ -102,19 +109,21 @@ env         AXOLOTL_DO_NOT_TRACK=1
             WANDB_RESUME=allow
             WANDB_RUN_ID=slurm-podman-<the run dir's hash>
 secrets     HF_TOKEN
-resume      train starts from the newest whole checkpoint in output/  (--fresh starts over)
+resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
+            --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 stop        during train: a checkpoint first, waited for up to 45 s
             TERM, then KILL after 60 s
 records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
+            training inputs sha256:51135d3af342e8c66bc671efd8ce7c6296d13d9b50e9416f6b93f5f44fc20b5a: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
             128+N stopped by signal N, any other: the failed step's code
-usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]
+usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
 OBC_EOF
 }
 
 obc_usage() {
   printf 'job.sh: %s\n' "$1" >&2
-  printf 'usage: %s\n' 'job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]' >&2
+  printf 'usage: %s\n' 'job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]' >&2
   exit 2
 }
 
@@ -224,10 +233,11 @@ obc_step() {
   shift 2
   if { [ -n "$OBC_FROM" ] && [ "$OBC_FROM" != "$OBC_NAME" ]; } ||
      { [ -n "$OBC_ONLY" ] && [ "$OBC_ONLY" != "$OBC_NAME" ]; }; then
-    obc_announce skipped
+    obc_announce "${OBC_SKIPPED:-skipped}"
     return 0
   fi
   OBC_FROM=
+  [ -n "$OBC_DRY_RUN" ] || obc_mark_done "$OBC_NAME"
   if [ "$OBC_NAME" = train ]; then
     obc_resume
     [ -z "$OBC_RESUMED_FROM" ] || set -- "$@" --resume-from-checkpoint "$OBC_RESUMED_FROM"
@@ -245,6 +255,7 @@ obc_step() {
       "$OBC_STATUS"
   done
   obc_announce "done in $(($(date +%s) - OBC_BEGAN)) s"
+  obc_mark_done "$OBC_NAME" finished
 }
 
 # Runs the step in the background (so that the signal traps below run at once: a shell runs
@@ -521,8 +532,9 @@ obc_status() {
     printf '"exit_code": %s, "started_at": "%s", "ended_at": %s, "slurm_job_id": %s, ' \
       "${2:-null}" "$OBC_STARTED_AT" "$(obc_json "$OBC_ENDED_AT")" \
       "$(obc_json "${SLURM_JOB_ID:-}")"
-    printf '"slurm_restarts": %s, "resumed_from": %s}' \
-      "${SLURM_RESTART_COUNT:-null}" "$(obc_json "$OBC_RESUMED_FROM")")
+    printf '"slurm_restarts": %s, "inputs": "%s", "resumed_from": %s, ' \
+      "${SLURM_RESTART_COUNT:-null}" "$OBC_INPUTS" "$(obc_json "$OBC_RESUMED_FROM")"
+    printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
     printf 'obc: cannot record the status in %s/.obc\n' "$OBC_RUN_DIR" >&2
 }
@@ -581,60 +593,233 @@ obc_close_log() {
   OBC_TEE_OUT=
 }
 
+# --- finished steps --------------------------------------------------------------------
+
+# Prints the inputs step $1 finishes for: the training inputs, with a step after train's own
+# command.
+obc_step_inputs() {
+  case $1 in
+    train) printf '%s\n' sha256:51135d3af342e8c66bc671efd8ce7c6296d13d9b50e9416f6b93f5f44fc20b5a ;;
+  esac
+}
+
+# True when step $1 finished before, for these inputs.
+obc_finished() {
+  [ "$(cat -- "$OBC_RUN_DIR/.obc/done/$1" 2>/dev/null)" = "$(obc_step_inputs "$1")" ]
+}
+
+# obc_mark_done STEP [finished]: forgets that the step finished (it starts), or records it
+# (written to a temporary file, then renamed).
+obc_mark_done() {
+  OBC_DONE=$OBC_RUN_DIR/.obc/done/$1
+  if [ "$#" -eq 1 ]; then
+    rm -f -- "$OBC_DONE"
+  elif ! { mkdir -p -- "${OBC_DONE%/*}" && obc_step_inputs "$1" > "$OBC_TMP/done" &&
+           mv -fT -- "$OBC_TMP/done" "$OBC_DONE"; }; then
+    obc_fail "cannot record that step $1 finished in $OBC_DONE"
+  fi
+}
+
+# Without --from or --only, the run starts at the first step that has not finished for
+# these inputs (or at train, which --resume-from asks for); when every one has, there is nothing
+# to do.
+obc_start_at_unfinished() {
+  OBC_SKIPPED='finished before for these inputs, skipped'
+  for OBC_WORD in $OBC_STEPS; do
+    if ! obc_finished "$OBC_WORD" ||
+       { [ -n "$OBC_RESUME_FROM" ] && [ "$OBC_WORD" = train ]; }; then
+      OBC_FROM=$OBC_WORD
+      return 0
+    fi
+  done
+  printf 'obc: every step finished before for these inputs (%s): nothing to do (--from STEP or --fresh runs them again)\n' \
+    "$OBC_INPUTS" >&2
+  [ -n "$OBC_DRY_RUN" ] || obc_status succeeded 0
+  obc_exit 0
+}
+
+# True when step $1 runs in this run: it is --only's, or --from's (or the first unfinished)
+# or after it.
+obc_runs() {
+  if [ -n "$OBC_ONLY" ]; then
+    [ "$OBC_ONLY" = "$1" ]
+    return
+  fi
+  [ -n "$OBC_FROM" ] || return 0
+  OBC_SEEN=
+  for OBC_WORD in $OBC_STEPS; do
+    [ "$OBC_WORD" != "$OBC_FROM" ] || OBC_SEEN=1
+    [ "$OBC_WORD" != "$1" ] || break
+  done
+  [ -n "$OBC_SEEN" ]
+}
+
 # --- checkpoints -----------------------------------------------------------------------
 
 # True when checkpoint folder $1 is whole: the trainer state (written last) and weights.
 obc_whole_checkpoint() {
   [ -f "$1/trainer_state.json" ] || return 1
-  for OBC_WORD in "$1"/adapter_model.* "$1"/model.safetensors* "$1"/pytorch_model* \
+  for OBC_PART in "$1"/adapter_model.* "$1"/model.safetensors* "$1"/pytorch_model* \
       "$1"/global_step*; do
-    [ ! -e "$OBC_WORD" ] || return 0
+    [ ! -e "$OBC_PART" ] || return 0
   done
   return 1
 }
 
-# Prints the step number of the newest whole checkpoint-N in output_dir (0 if there is none).
-obc_newest_checkpoint() {
-  OBC_BEST=0
+# Prints the names of the whole checkpoints in output_dir, one a line.
+obc_whole_checkpoints() {
   for OBC_WORD in "$OBC_CHECKPOINTS"/checkpoint-*; do
-    OBC_N=${OBC_WORD##*/checkpoint-}
-    case $OBC_N in '' | *[!0-9]*) continue ;; esac
-    if [ "$OBC_N" -gt "$OBC_BEST" ] && obc_whole_checkpoint "$OBC_WORD"; then
-      OBC_BEST=$OBC_N
-    fi
+    case ${OBC_WORD##*/checkpoint-} in '' | *[!0-9]*) continue ;; esac
+    ! obc_whole_checkpoint "$OBC_WORD" || printf '%s\n' "${OBC_WORD##*/}"
+  done
+}
+
+# Prints the training inputs that made checkpoint $1: its line in the ledger
+# (.obc/checkpoints, `NAME INPUTS`), else those of the last train attempt
+# (.obc/train-attempts, `ATTEMPT INPUTS`; `unknown` before any), which wrote it (only train
+# writes checkpoints, and each train attempt first records the ones before it).
+obc_inputs_of() {
+  awk -v name="$1" '$1 == name { found = $2 } END { if (found == "") exit 1; print found }' \
+    "$OBC_RUN_DIR/.obc/checkpoints" 2>/dev/null ||
+    awk '{ last = $2 } END { print (last == "" ? "unknown" : last) }' \
+      "$OBC_RUN_DIR/.obc/train-attempts" 2>/dev/null || printf 'unknown\n'
+}
+
+# Prints the step number of the newest whole checkpoint of inputs $1 (any: every
+# checkpoint; other: those of other inputs than these), 0 if there is none. Within one
+# inputs' checkpoints numbers only grow: a start from step 0 sets the old ones aside first.
+obc_newest_of() {
+  OBC_BEST=0
+  for OBC_WORD in $(obc_whole_checkpoints); do
+    OBC_N=${OBC_WORD#checkpoint-}
+    [ "$OBC_N" -gt "$OBC_BEST" ] || continue
+    OBC_OWNER=$(obc_inputs_of "$OBC_WORD")
+    case $1 in
+      any) ;;
+      other) [ "$OBC_OWNER" != "$OBC_INPUTS" ] || continue ;;
+      *) [ "$OBC_OWNER" = "$1" ] || continue ;;
+    esac
+    OBC_BEST=$OBC_N
   done
   printf '%s\n' "$OBC_BEST"
 }
 
-# Moves aside every checkpoint newer than the whole one $1 (a stop while it was saved):
-# Axolotl's own resume would take the highest number, whole or not.
+# Records in the ledger whose inputs made each whole checkpoint not yet in it, then this
+# train attempt's inputs: from here on, what train writes is theirs.
+obc_record_train_attempt() {
+  for OBC_WORD in $(obc_whole_checkpoints); do
+    awk -v name="$OBC_WORD" '$1 == name { found = 1 } END { exit !found }' \
+      "$OBC_RUN_DIR/.obc/checkpoints" 2>/dev/null ||
+      printf '%s %s\n' "$OBC_WORD" "$(obc_inputs_of "$OBC_WORD")" >> "$OBC_RUN_DIR/.obc/checkpoints" ||
+      obc_fail "cannot record the checkpoints in $OBC_RUN_DIR/.obc/checkpoints"
+  done
+  printf '%s %s\n' "$OBC_ATTEMPT" "$OBC_INPUTS" >> "$OBC_RUN_DIR/.obc/train-attempts" ||
+    obc_fail "cannot record the train attempt in $OBC_RUN_DIR/.obc/train-attempts"
+}
+
+# Moves $1 into this run's dated folder under set-aside/ in the run dir: nothing the job
+# sets aside is deleted.
+obc_put_aside() {
+  [ -n "$OBC_ASIDE" ] ||
+    OBC_ASIDE=$OBC_RUN_DIR/set-aside/$(date -u +%Y%m%dT%H%M%SZ)-attempt-$OBC_ATTEMPT
+  # .obc's records are named .obc-NAME there (.obc/checkpoints beside output_dir's).
+  case $1 in "$OBC_RUN_DIR"/.obc/*) OBC_FOLDER=.obc-${1##*/} ;; *) OBC_FOLDER=${1##*/} ;; esac
+  if ! { mkdir -p -- "$OBC_ASIDE" && mv -T -- "$1" "$OBC_ASIDE/$OBC_FOLDER"; }; then
+    obc_fail "cannot set aside $1 in $OBC_ASIDE"
+  fi
+  printf 'obc: set aside %s as %s\n' "$1" "$OBC_ASIDE/$OBC_FOLDER" >&2
+}
+
+# Starting over: sets aside what the old inputs wrote, output_dir (checkpoints, adapter,
+# merged model) and the ledger of its checkpoints; with $1 = all (--fresh) also the finished
+# steps and the prepared dataset.
+obc_set_aside_all() {
+  OBC_WHAT=$1
+  set -- "$OBC_CHECKPOINTS" "$OBC_RUN_DIR/.obc/checkpoints"
+  [ "$OBC_WHAT" != all ] ||
+    set -- "$@" "$OBC_RUN_DIR/.obc/done" "$OBC_RUN_DIR"/prepared
+  for OBC_WORD in "$@"; do
+    [ ! -e "$OBC_WORD" ] || obc_put_aside "$OBC_WORD"
+  done
+}
+
+# Moves aside every checkpoint that is not whole (a stop while it was saved): Axolotl's own
+# resume would take the highest number, whole or not.
 obc_set_aside() {
   for OBC_WORD in "$OBC_CHECKPOINTS"/checkpoint-*; do
     OBC_N=${OBC_WORD##*/checkpoint-}
     case $OBC_N in '' | *[!0-9]*) continue ;; esac
-    [ "$OBC_N" -gt "$1" ] || continue
-    OBC_ASIDE=$OBC_WORD.incomplete
-    [ ! -e "$OBC_ASIDE" ] || OBC_ASIDE=$OBC_ASIDE.$OBC_ATTEMPT
-    mv -T -- "$OBC_WORD" "$OBC_ASIDE" &&
+    ! obc_whole_checkpoint "$OBC_WORD" || continue
+    OBC_FOLDER=$OBC_WORD.incomplete
+    [ ! -e "$OBC_FOLDER" ] || OBC_FOLDER=$OBC_FOLDER.$OBC_ATTEMPT
+    mv -T -- "$OBC_WORD" "$OBC_FOLDER" &&
       printf 'obc: checkpoint-%s is incomplete, moved aside as %s\n' "$OBC_N" \
-        "${OBC_ASIDE##*/}" >&2
+        "${OBC_FOLDER##*/}" >&2
   done
 }
 
-# Before train: the newest whole checkpoint, given to Axolotl as --resume-from-checkpoint
-# (so the log says which), unless the job starts over (--fresh).
+# Sets aside every whole checkpoint numbered above $1, which train, resumed from checkpoint
+# $1, would write over, and drops it from the ledger.
+obc_set_aside_above() {
+  for OBC_WORD in $(obc_whole_checkpoints); do
+    [ "${OBC_WORD#checkpoint-}" -gt "$1" ] || continue
+    obc_put_aside "$OBC_CHECKPOINTS/$OBC_WORD"
+    [ ! -f "$OBC_RUN_DIR/.obc/checkpoints" ] || {
+      awk -v name="$OBC_WORD" '$1 != name' "$OBC_RUN_DIR/.obc/checkpoints" > "$OBC_TMP/ledger" &&
+        mv -fT -- "$OBC_TMP/ledger" "$OBC_RUN_DIR/.obc/checkpoints"; } ||
+      obc_fail "cannot update $OBC_RUN_DIR/.obc/checkpoints"
+  done
+}
+
+# Refuses to train on from checkpoint $1 of other inputs, saying what the user can do.
+obc_refuse_checkpoint() {
+  printf 'obc: %s in %s was made by other training inputs (%s), not these (%s): resuming from it would continue the training of another config, data or program. Choose one:\n' \
+    "$1" output "$(obc_inputs_of "$1")" "$OBC_INPUTS" >&2
+  printf '  job.sh --fresh: start over; what the old inputs wrote is set aside under %s/set-aside\n' \
+    "$OBC_RUN_DIR" >&2
+  OBC_KEPT=$(obc_trainer_steps "$OBC_CHECKPOINTS/$1/trainer_state.json")
+  printf '  job.sh --resume-from %s: continue from it deliberately (transformers then takes save_steps and logging_steps from its trainer_state.json%s, not from the config)\n' \
+    "$1" "${OBC_KEPT:+: $OBC_KEPT}" >&2
+  printf '  trainer.axolotl.resume: any, in the run file: always the newest checkpoint, whatever made it\n' >&2
+  obc_fail "$1 is of other training inputs" 3
+}
+
+# Prints save_steps and logging_steps as trainer_state.json $1 has them.
+obc_trainer_steps() {
+  sed -n -e 's/^ *"\(save_steps\)": *\([0-9]*\).*/\1 \2/p' \
+    -e 's/^ *"\(logging_steps\)": *\([0-9]*\).*/\1 \2/p' "$1" 2>/dev/null | paste -sd ' ' -
+}
+
+# Before the steps, when train will run: the checkpoint it resumes from (the one
+# --resume-from names, else by trainer.axolotl.resume: same-inputs), given to Axolotl as
+# --resume-from-checkpoint (so the log says which). What train would write over is set aside.
+obc_choose_checkpoint() {
+  [ -z "$OBC_FRESH" ] || return 0
+  [ -n "$OBC_DRY_RUN" ] || obc_set_aside
+  if [ -n "$OBC_RESUME_FROM" ]; then
+    obc_whole_checkpoint "$OBC_CHECKPOINTS/$OBC_RESUME_FROM" ||
+      obc_fail "--resume-from: $OBC_RESUME_FROM is no whole checkpoint in $OBC_CHECKPOINTS" 3
+    OBC_NEWEST=${OBC_RESUME_FROM#checkpoint-}
+  else
+    OBC_NEWEST=$(obc_newest_of "$OBC_INPUTS")
+    OBC_OTHER=$(obc_newest_of other)
+    [ "$OBC_NEWEST" -gt 0 ] || [ "$OBC_OTHER" -eq 0 ] || obc_refuse_checkpoint "checkpoint-$OBC_OTHER"
+  fi
+  [ -n "$OBC_DRY_RUN" ] || obc_set_aside_above "$OBC_NEWEST"
+  [ "$OBC_NEWEST" -gt 0 ] || return 0
+  OBC_RESUMED_FROM=output/checkpoint-$OBC_NEWEST
+  OBC_RESUMED_INPUTS=$(obc_inputs_of "checkpoint-$OBC_NEWEST")
+}
+
+# When train starts: says where from, and records the attempt's inputs.
 obc_resume() {
-  OBC_RESUMED_FROM=
   if [ -n "$OBC_FRESH" ]; then
     obc_announce 'starts over (--fresh)'
-    return 0
+  elif [ -n "$OBC_RESUMED_FROM" ]; then
+    obc_announce "resumes from $OBC_RESUMED_FROM$(
+      [ "$OBC_RESUMED_INPUTS" = "$OBC_INPUTS" ] || printf ', of other inputs (--resume-from)')"
   fi
-  OBC_NEWEST=$(obc_newest_checkpoint)
-  [ -n "$OBC_DRY_RUN" ] || obc_set_aside "$OBC_NEWEST"
-  if [ "$OBC_NEWEST" -gt 0 ]; then
-    OBC_RESUMED_FROM=output/checkpoint-$OBC_NEWEST
-    obc_announce "resumes from $OBC_RESUMED_FROM"
-  fi
+  [ -n "$OBC_DRY_RUN" ] || obc_record_train_attempt
 }
 
 # True while the step's program runs: its process is there, and not a zombie (which it is
@@ -646,12 +831,13 @@ obc_step_alive() {
 }
 
 # When the job is told to stop during train: ask Axolotl for a checkpoint (its
-# dynamic_checkpoint trigger file) and wait, up to the grace, for one newer than any before,
-# or for train to end.
+# dynamic_checkpoint trigger file) and wait, up to the grace, for a whole checkpoint that
+# was not there before (by name, never by number: an older one may be numbered higher), or
+# for train to end.
 # shellcheck disable=SC2329 # called from the traps
 obc_ask_checkpoint() {
   [ "$OBC_NAME" = train ] && [ -d "$OBC_CHECKPOINTS" ] || return 0
-  OBC_NEWEST=$(obc_newest_checkpoint)
+  OBC_BEFORE=" $(obc_whole_checkpoints | tr '\n' ' ')"
   OBC_TRIGGER="$OBC_CHECKPOINTS"/axolotl_checkpoint.save
   if [ -e "$OBC_TRIGGER" ] || [ -L "$OBC_TRIGGER" ]; then
     printf 'obc: cannot ask Axolotl for a checkpoint: %s is there already\n' "$OBC_TRIGGER" >&2
@@ -661,9 +847,9 @@ obc_ask_checkpoint() {
   printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' 45 >&2
   OBC_LEFT=45
   while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
-    OBC_SAVED=$(obc_newest_checkpoint)
-    if [ "$OBC_SAVED" -gt "$OBC_NEWEST" ]; then
-      printf 'obc: checkpoint-%s saved\n' "$OBC_SAVED" >&2
+    OBC_SAVED=$(obc_new_checkpoint "$OBC_BEFORE")
+    if [ -n "$OBC_SAVED" ]; then
+      printf 'obc: %s saved\n' "$OBC_SAVED" >&2
       break
     fi
     sleep 1
@@ -685,6 +871,14 @@ obc_create_new() {
   set -- "$?"
   rm -f -- "$OBC_NEW"
   return "$1"
+}
+
+# Prints the name of a whole checkpoint that is not in the list $1 (` NAME NAME `), if any.
+# shellcheck disable=SC2329 # called from the traps
+obc_new_checkpoint() {
+  for OBC_WORD in $(obc_whole_checkpoints); do
+    case $1 in *" $OBC_WORD "*) ;; *) printf '%s\n' "$OBC_WORD"; return 0 ;; esac
+  done
 }
 
 # --- Slurm -----------------------------------------------------------------------------
@@ -716,13 +910,16 @@ while [ "$#" -gt 0 ]; do
     --dry-run) OBC_DRY_RUN=1 ;;
     --status) OBC_SHOW_STATUS=1 ;;
     --fresh) OBC_FRESH=1 ;;
-    --run-dir | --cache-dir | --from | --only)
+    --run-dir | --cache-dir | --from | --only | --resume-from)
       [ "$#" -ge 2 ] && [ -n "$2" ] || obc_usage "$1 needs a value"
       case $1 in
         --run-dir) OBC_RUN_DIR=$2 ;;
         --cache-dir) OBC_CACHE_DIR=$2 ;;
         --from) obc_known_step "$2"; OBC_FROM=$2 ;;
         --only) obc_known_step "$2"; OBC_ONLY=$2 ;;
+        --resume-from)
+          case ${2#checkpoint-} in "$2" | '' | *[!0-9]*) obc_usage "--resume-from takes a checkpoint's name, checkpoint-N" ;; esac
+          OBC_RESUME_FROM=$2 ;;
       esac
       shift ;;
     *) obc_usage "unknown option: $1" ;;
@@ -730,6 +927,7 @@ while [ "$#" -gt 0 ]; do
   shift
 done
 [ -z "$OBC_FROM" ] || [ -z "$OBC_ONLY" ] || obc_usage "give --from or --only, not both"
+[ -z "$OBC_FRESH" ] || [ -z "$OBC_RESUME_FROM" ] || obc_usage "give --fresh or --resume-from, not both"
 
 trap 'obc_on_signal TERM 15' TERM
 trap 'obc_on_signal INT 2' INT
@@ -779,6 +977,9 @@ fi
 
 obc_prepare_run_dir
 [ -n "$OBC_DRY_RUN" ] || obc_begin_attempt
+[ -n "$OBC_DRY_RUN" ] || [ -z "$OBC_FRESH" ] || obc_set_aside_all all
+[ -n "$OBC_FROM$OBC_ONLY$OBC_FRESH" ] || obc_start_at_unfinished
+! obc_runs train || obc_choose_checkpoint
 obc_run mkdir -p -- "$OBC_CACHE_DIR" || obc_exit 1
 obc_write_file axolotl.yaml <<'OBC_EOF'
 # Axolotl config for a QLoRA fine-tune of Llama 3.2 1B.
@@ -887,7 +1088,8 @@ obc_exit 0
 #     "output_dir": "output",
 #     "host_base": null,
 #     "host_rest": "output",
-#     "resume": true
+#     "resume": "same-inputs",
+#     "prepared_dir": "prepared"
 #   },
 #   "on_signal": {
 #     "grace": 45,

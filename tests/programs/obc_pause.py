@@ -31,7 +31,9 @@ class PauseCallback(TrainerCallback):
         if not self.first_attempt or state.global_step < 2:
             return
         output_dir = Path(args.output_dir)
-        if any(output_dir.glob("checkpoint-*")):
+        # (A checkpoint numbered above this step is an old one, not what this train saved.)
+        if any(int(path.name.partition("-")[2]) <= state.global_step
+               for path in output_dir.glob("checkpoint-*") if path.name[11:].isdigit()):
             while True:  # saved: the job stops train here
                 time.sleep(POLL)
         while not self.asked:  # the dynamic checkpoint callback deletes the file it sees

@@ -27,11 +27,12 @@ def config(path: str) -> dict[str, str]:
     return values
 
 
-def save(output_dir: Path, step: int) -> None:
+def save(output_dir: Path, step: int, every: int) -> None:
     folder = output_dir / f"checkpoint-{step}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "adapter_model.safetensors").write_text("weights\n")
-    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    state = {"global_step": step, "logging_steps": 1, "save_steps": every}
+    (folder / "trainer_state.json").write_text(json.dumps(state, indent=2))
 
 
 def train(config_path: str, resume: str | None) -> int:
@@ -49,9 +50,9 @@ def train(config_path: str, resume: str | None) -> int:
         print(f"step {step}", flush=True)
         if trigger.exists():
             trigger.unlink()
-            save(output_dir, step)
+            save(output_dir, step, every)
         elif step % every == 0:
-            save(output_dir, step)
+            save(output_dir, step, every)
     return 0
 
 

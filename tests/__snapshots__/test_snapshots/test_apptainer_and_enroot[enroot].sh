@@ -17,9 +17,10 @@
 # secrets     HF_TOKEN
 # stop        TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
+#             training inputs sha256:3ce2d57e525f7d081e815ee0d247f107d05bc15383a81c0995b7f112b036ba4f: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
-# usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--status] [--help]
+# usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]
 
 #SBATCH --job-name=hpc
 #SBATCH --output=%x-%j.out
@@ -65,6 +66,9 @@ OBC_NAME=
 OBC_TEE_OUT=
 OBC_LOG=
 OBC_RESUMED_FROM=
+OBC_FRESH=
+OBC_SKIPPED=
+OBC_INPUTS=sha256:3ce2d57e525f7d081e815ee0d247f107d05bc15383a81c0995b7f112b036ba4f
 OBC_SHOW_STATUS=
 
 # --- helpers ---------------------------------------------------------------------------
@@ -87,15 +91,16 @@ env         WANDB_PROJECT=a,b
 secrets     HF_TOKEN
 stop        TERM, then KILL after 60 s
 records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
+            training inputs sha256:3ce2d57e525f7d081e815ee0d247f107d05bc15383a81c0995b7f112b036ba4f: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
             128+N stopped by signal N, any other: the failed step's code
-usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--status] [--help]
+usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]
 OBC_EOF
 }
 
 obc_usage() {
   printf 'job.sh: %s\n' "$1" >&2
-  printf 'usage: %s\n' 'job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--status] [--help]' >&2
+  printf 'usage: %s\n' 'job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]' >&2
   exit 2
 }
 
@@ -205,10 +210,11 @@ obc_step() {
   shift 2
   if { [ -n "$OBC_FROM" ] && [ "$OBC_FROM" != "$OBC_NAME" ]; } ||
      { [ -n "$OBC_ONLY" ] && [ "$OBC_ONLY" != "$OBC_NAME" ]; }; then
-    obc_announce skipped
+    obc_announce "${OBC_SKIPPED:-skipped}"
     return 0
   fi
   OBC_FROM=
+  [ -n "$OBC_DRY_RUN" ] || obc_mark_done "$OBC_NAME"
   obc_announce "$(obc_print_command "$@")"
   if [ -n "$OBC_DRY_RUN" ]; then
     obc_step_command obc_print_command "$@"
@@ -222,6 +228,7 @@ obc_step() {
       "$OBC_STATUS"
   done
   obc_announce "done in $(($(date +%s) - OBC_BEGAN)) s"
+  obc_mark_done "$OBC_NAME" finished
 }
 
 # Runs the step in the background (so that the signal traps below run at once: a shell runs
@@ -468,8 +475,9 @@ obc_status() {
     printf '"exit_code": %s, "started_at": "%s", "ended_at": %s, "slurm_job_id": %s, ' \
       "${2:-null}" "$OBC_STARTED_AT" "$(obc_json "$OBC_ENDED_AT")" \
       "$(obc_json "${SLURM_JOB_ID:-}")"
-    printf '"slurm_restarts": %s, "resumed_from": %s}' \
-      "${SLURM_RESTART_COUNT:-null}" "$(obc_json "$OBC_RESUMED_FROM")")
+    printf '"slurm_restarts": %s, "inputs": "%s", "resumed_from": %s, ' \
+      "${SLURM_RESTART_COUNT:-null}" "$OBC_INPUTS" "$(obc_json "$OBC_RESUMED_FROM")"
+    printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
     printf 'obc: cannot record the status in %s/.obc\n' "$OBC_RUN_DIR" >&2
 }
@@ -528,6 +536,50 @@ obc_close_log() {
   OBC_TEE_OUT=
 }
 
+# --- finished steps --------------------------------------------------------------------
+
+# Prints the inputs step $1 finishes for: the training inputs, with a step after train's own
+# command.
+obc_step_inputs() {
+  case $1 in
+    eval) printf '%s\n' sha256:3ce2d57e525f7d081e815ee0d247f107d05bc15383a81c0995b7f112b036ba4f ;;
+  esac
+}
+
+# True when step $1 finished before, for these inputs.
+obc_finished() {
+  [ "$(cat -- "$OBC_RUN_DIR/.obc/done/$1" 2>/dev/null)" = "$(obc_step_inputs "$1")" ]
+}
+
+# obc_mark_done STEP [finished]: forgets that the step finished (it starts), or records it
+# (written to a temporary file, then renamed).
+obc_mark_done() {
+  OBC_DONE=$OBC_RUN_DIR/.obc/done/$1
+  if [ "$#" -eq 1 ]; then
+    rm -f -- "$OBC_DONE"
+  elif ! { mkdir -p -- "${OBC_DONE%/*}" && obc_step_inputs "$1" > "$OBC_TMP/done" &&
+           mv -fT -- "$OBC_TMP/done" "$OBC_DONE"; }; then
+    obc_fail "cannot record that step $1 finished in $OBC_DONE"
+  fi
+}
+
+# Without --from or --only, the run starts at the first step that has not finished for
+# these inputs; when every one has, there is nothing
+# to do.
+obc_start_at_unfinished() {
+  OBC_SKIPPED='finished before for these inputs, skipped'
+  for OBC_WORD in $OBC_STEPS; do
+    if ! obc_finished "$OBC_WORD"; then
+      OBC_FROM=$OBC_WORD
+      return 0
+    fi
+  done
+  printf 'obc: every step finished before for these inputs (%s): nothing to do (--from STEP or --fresh runs them again)\n' \
+    "$OBC_INPUTS" >&2
+  [ -n "$OBC_DRY_RUN" ] || obc_status succeeded 0
+  obc_exit 0
+}
+
 # --- Slurm -----------------------------------------------------------------------------
 
 # A scheduler's TERM (Slurm at its time limit, scancel), ^C or a lost terminal: stop the
@@ -555,6 +607,7 @@ while [ "$#" -gt 0 ]; do
     --help | -h) obc_help; exit 0 ;;
     --dry-run) OBC_DRY_RUN=1 ;;
     --status) OBC_SHOW_STATUS=1 ;;
+    --fresh) OBC_FRESH=1 ;;
     --run-dir | --cache-dir | --from | --only)
       [ "$#" -ge 2 ] && [ -n "$2" ] || obc_usage "$1 needs a value"
       case $1 in
@@ -628,6 +681,8 @@ fi
 
 obc_prepare_run_dir
 [ -n "$OBC_DRY_RUN" ] || obc_begin_attempt
+[ -n "$OBC_DRY_RUN" ] || [ -z "$OBC_FRESH" ] || obc_run rm -rf -- "$OBC_RUN_DIR/.obc/done"
+[ -n "$OBC_FROM$OBC_ONLY$OBC_FRESH" ] || obc_start_at_unfinished
 obc_run mkdir -p -- "$OBC_CACHE_DIR" || obc_exit 1
 # pyxis reads an option it is not given from PYXIS_CONTAINER_<OPTION>: one the job inherited
 # would change the containers.
