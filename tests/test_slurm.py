@@ -266,15 +266,16 @@ def _running(pid: int) -> bool:
 
 
 def test_the_time_limit_signal_reaches_the_trap(slurm, sandbox, tmp_path):
-    # A lead time as long as the limit: Slurm sends the signal at its first check.
+    # A lead time nearly as long as the limit (obc refuses one that leaves no time for the
+    # stop): Slurm sends the signal at its first check after 20 s.
     job_id = submit(slurm, sandbox, tmp_path, """\
 version: 1
 id: timed
 runtime: {kind: native, stop_timeout: 10}
 steps: [{name: long, run: [record, --sleep, "300"]}]
-slurm: {time: 1, signal: "B:TERM@60"}
+slurm: {time: 2, signal: "B:TERM@100"}
 """)
-    job = slurm.wait(job_id, timeout=120)
+    job = slurm.wait(job_id, timeout=240)
     log = output(tmp_path, "timed", job_id)
     assert job.exit_code == 128 + 15, log
     assert "obc: TERM received, stopping" in log

@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=e1a0714e0075669371cacfafc4b55c8df0f9f940fd5330e266b8a4c57b4bc3f6 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=a939b20ea0cf6061e93e634b8ef15d1bd7a4454c6e39b73de6ecee2f659655d5 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=02ec52f7b0420cc9495489a2c9dc798741dab38724ed43611971ef2cd7bf9d4c ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=0ca5efbafe7c96681527048fe28705c025453783540c9285dc177cf1daabcc86 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=8fd698f5d425c487fe251b24c8e1955a5d69f5f580b7704a37f368cfc3955063 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=d0099ebdd9f5f173f631dfc3d0b0ab4acbba65d1c5cbc7e83bd720f918f2aa3c ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=005d749c7bcddec2042037b2dec86cece74b81d3ba327c0b78460e3fe02f885a ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=7659ff2d93b6cba2057f3a1c0689c44f54e22417e0bc4f2136edaf97a380f960 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=37c8da5229f7d8345d6a557032e8d1d2f1e56b4d6bdb17436178421ef2937cdb ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=05798c1cb3cc0ba2cdd57350fd7ef00da18fea8b6f411a69faaa7d77465d25ab ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=ffaab2c2c598ed6fb7f652bb06c13dc7b2bccbbcaa907ed08a46da4925033a56 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=f26145eeab1fee0eceff3a856fd442a8f13021a03207d8d701c0ba9fd0e7545d ;;
     *) return 1 ;;
   esac
 }
@@ -406,32 +406,32 @@ exit 0
 #     "lr-sweep-1e-4-1": {
 #       "index": 0,
 #       "labels": ["1e-4", "1"],
-#       "checksum": "e1a0714e0075669371cacfafc4b55c8df0f9f940fd5330e266b8a4c57b4bc3f6"
+#       "checksum": "005d749c7bcddec2042037b2dec86cece74b81d3ba327c0b78460e3fe02f885a"
 #     },
 #     "lr-sweep-1e-4-2": {
 #       "index": 1,
 #       "labels": ["1e-4", "2"],
-#       "checksum": "a939b20ea0cf6061e93e634b8ef15d1bd7a4454c6e39b73de6ecee2f659655d5"
+#       "checksum": "7659ff2d93b6cba2057f3a1c0689c44f54e22417e0bc4f2136edaf97a380f960"
 #     },
 #     "lr-sweep-2e-4-1": {
 #       "index": 2,
 #       "labels": ["2e-4", "1"],
-#       "checksum": "02ec52f7b0420cc9495489a2c9dc798741dab38724ed43611971ef2cd7bf9d4c"
+#       "checksum": "37c8da5229f7d8345d6a557032e8d1d2f1e56b4d6bdb17436178421ef2937cdb"
 #     },
 #     "lr-sweep-2e-4-2": {
 #       "index": 3,
 #       "labels": ["2e-4", "2"],
-#       "checksum": "0ca5efbafe7c96681527048fe28705c025453783540c9285dc177cf1daabcc86"
+#       "checksum": "05798c1cb3cc0ba2cdd57350fd7ef00da18fea8b6f411a69faaa7d77465d25ab"
 #     },
 #     "lr-sweep-4e-4-1": {
 #       "index": 4,
 #       "labels": ["4e-4", "1"],
-#       "checksum": "8fd698f5d425c487fe251b24c8e1955a5d69f5f580b7704a37f368cfc3955063"
+#       "checksum": "ffaab2c2c598ed6fb7f652bb06c13dc7b2bccbbcaa907ed08a46da4925033a56"
 #     },
 #     "lr-sweep-long": {
 #       "index": 5,
 #       "labels": ["", ""],
-#       "checksum": "d0099ebdd9f5f173f631dfc3d0b0ab4acbba65d1c5cbc7e83bd720f918f2aa3c"
+#       "checksum": "f26145eeab1fee0eceff3a856fd442a8f13021a03207d8d701c0ba9fd0e7545d"
 #     }
 #   },
 #   "combinations": 6,

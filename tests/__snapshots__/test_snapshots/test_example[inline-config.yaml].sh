@@ -592,14 +592,16 @@ obc_finished() {
 }
 
 # obc_mark_done STEP [finished]: forgets that the step finished (it starts), or records it
-# (written to a temporary file, then renamed).
+# (written to a temporary file, then renamed). A record that cannot be written (a full disk)
+# fails nothing: the step did finish, and a rerun only runs it again.
 obc_mark_done() {
   OBC_DONE=$OBC_RUN_DIR/.obc/done/$1
   if [ "$#" -eq 1 ]; then
     rm -f -- "$OBC_DONE"
   elif ! { mkdir -p -- "${OBC_DONE%/*}" && obc_step_inputs "$1" > "$OBC_TMP/done" &&
            mv -fT -- "$OBC_TMP/done" "$OBC_DONE"; }; then
-    obc_fail "cannot record that step $1 finished in $OBC_DONE"
+    printf 'obc: cannot record that step %s finished in %s: a rerun runs it again\n' \
+      "$1" "$OBC_DONE" >&2
   fi
 }
 
