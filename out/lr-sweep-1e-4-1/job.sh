@@ -624,15 +624,15 @@ obc_finished() {
   [ "$(cat -- "$OBC_RUN_DIR/.obc/done/$1" 2>/dev/null)" = "$(obc_step_inputs "$1")" ]
 }
 
-# obc_mark_done STEP [finished]: forgets that the step finished (it starts), or records it
-# (written to a temporary file, then renamed). A record that cannot be written (a full disk)
-# fails nothing: the step did finish, and a rerun only runs it again.
+# obc_mark_done STEP [finished]: forgets that the step finished (it starts), or records it,
+# whole or not at all, as every record. A record that cannot be written (a full disk) fails
+# nothing: the step did finish, and a rerun only runs it again.
 obc_mark_done() {
   OBC_DONE=$OBC_RUN_DIR/.obc/done/$1
   if [ "$#" -eq 1 ]; then
     rm -f -- "$OBC_DONE"
-  elif ! { mkdir -p -- "${OBC_DONE%/*}" && obc_step_inputs "$1" > "$OBC_TMP/done" &&
-           mv -fT -- "$OBC_TMP/done" "$OBC_DONE"; }; then
+  elif ! { mkdir -p -- "${OBC_DONE%/*}" "$OBC_TMP/done" &&
+           obc_save_record "done/$1" "$(obc_step_inputs "$1")"; }; then
     printf 'obc: cannot record that step %s finished in %s: a rerun runs it again\n' \
       "$1" "$OBC_DONE" >&2
   fi

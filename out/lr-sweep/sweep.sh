@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=005d749c7bcddec2042037b2dec86cece74b81d3ba327c0b78460e3fe02f885a ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=7659ff2d93b6cba2057f3a1c0689c44f54e22417e0bc4f2136edaf97a380f960 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=37c8da5229f7d8345d6a557032e8d1d2f1e56b4d6bdb17436178421ef2937cdb ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=05798c1cb3cc0ba2cdd57350fd7ef00da18fea8b6f411a69faaa7d77465d25ab ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=ffaab2c2c598ed6fb7f652bb06c13dc7b2bccbbcaa907ed08a46da4925033a56 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=f26145eeab1fee0eceff3a856fd442a8f13021a03207d8d701c0ba9fd0e7545d ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=916c38e559d88aaa69c8f770b4205c97c1b984fe2abd313c4283d7382909c1cb ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=42fb91f7c00e7830337f5eb3d396540e5c6610b2bf8a80f61592d83a3a6d5da4 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=66f9813270ee4e8db460c235ec2c8c7f1467677275b6b9ff142b5b7ec423fda9 ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=abcd9730651d796affda6b0b7c8f4859c16ea6af525655efb4be1204313652c6 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=5f81897732611d0c8f19583d0e4aec9ce28e32634a76b957b5609f645f7c019c ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=2ff77bcf829e882b51227cc7525942a765b919dfa8921e253bbb59bd36759b32 ;;
     *) return 1 ;;
   esac
 }
@@ -406,32 +406,32 @@ exit 0
 #     "lr-sweep-1e-4-1": {
 #       "index": 0,
 #       "labels": ["1e-4", "1"],
-#       "checksum": "005d749c7bcddec2042037b2dec86cece74b81d3ba327c0b78460e3fe02f885a"
+#       "checksum": "916c38e559d88aaa69c8f770b4205c97c1b984fe2abd313c4283d7382909c1cb"
 #     },
 #     "lr-sweep-1e-4-2": {
 #       "index": 1,
 #       "labels": ["1e-4", "2"],
-#       "checksum": "7659ff2d93b6cba2057f3a1c0689c44f54e22417e0bc4f2136edaf97a380f960"
+#       "checksum": "42fb91f7c00e7830337f5eb3d396540e5c6610b2bf8a80f61592d83a3a6d5da4"
 #     },
 #     "lr-sweep-2e-4-1": {
 #       "index": 2,
 #       "labels": ["2e-4", "1"],
-#       "checksum": "37c8da5229f7d8345d6a557032e8d1d2f1e56b4d6bdb17436178421ef2937cdb"
+#       "checksum": "66f9813270ee4e8db460c235ec2c8c7f1467677275b6b9ff142b5b7ec423fda9"
 #     },
 #     "lr-sweep-2e-4-2": {
 #       "index": 3,
 #       "labels": ["2e-4", "2"],
-#       "checksum": "05798c1cb3cc0ba2cdd57350fd7ef00da18fea8b6f411a69faaa7d77465d25ab"
+#       "checksum": "abcd9730651d796affda6b0b7c8f4859c16ea6af525655efb4be1204313652c6"
 #     },
 #     "lr-sweep-4e-4-1": {
 #       "index": 4,
 #       "labels": ["4e-4", "1"],
-#       "checksum": "ffaab2c2c598ed6fb7f652bb06c13dc7b2bccbbcaa907ed08a46da4925033a56"
+#       "checksum": "5f81897732611d0c8f19583d0e4aec9ce28e32634a76b957b5609f645f7c019c"
 #     },
 #     "lr-sweep-long": {
 #       "index": 5,
 #       "labels": ["", ""],
-#       "checksum": "f26145eeab1fee0eceff3a856fd442a8f13021a03207d8d701c0ba9fd0e7545d"
+#       "checksum": "2ff77bcf829e882b51227cc7525942a765b919dfa8921e253bbb59bd36759b32"
 #     }
 #   },
 #   "combinations": 6,
