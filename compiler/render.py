@@ -22,6 +22,7 @@ from .diagnostics import ObcError
 from .meaning import record_lines
 from .model import Job, lookup
 from .resources import data_dir
+from .run_status import SLURM_ENDED_STATES
 from .runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_HOME,
@@ -224,6 +225,7 @@ def _environment() -> jinja2.Environment:
         cache_dir_in_container=CONTAINER_CACHE_DIR,
         home_in_container=CONTAINER_HOME,
         lookup=lookup,
+        slurm_ended_states=ShellText(" | ".join(SLURM_ENDED_STATES)),
     )
     return env
 
