@@ -167,7 +167,7 @@ def test_a_run_dir_in_a_folder_the_user_cannot_write_fails_preflight(open_folder
     assert done.returncode == 3, done.stderr
     assert done.stderr.splitlines() == [
         f"obc: preflight: the run dir {run_dir} cannot be created: {roots} is a directory "
-        "owned by root (uid 0), mode 755, which you cannot write into"]
+        "owned by root (uid 0), mode 755, not a folder you can write into"]
 
 
 @pytest.mark.parametrize("shell", ["dash", "yash", "mksh"])
@@ -189,7 +189,8 @@ def test_a_run_dir_and_cache_dir_the_user_cannot_write_fail_preflight_together(
         f"obc: preflight: the run dir {run_dir} cannot be written by you: it is a directory "
         "owned by nobody (uid 65534), mode 555",
         f"obc: preflight: the cache dir {in_the_way}/hf cannot be created: {in_the_way} is a "
-        "regular empty file owned by nobody (uid 65534), mode 644, which you cannot write into"]
+        "regular empty file owned by nobody (uid 65534), mode 644, not a folder you can write "
+        "into"]
 
 
 @pytest.mark.parametrize("shell", SHELLS)
