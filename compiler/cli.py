@@ -1,5 +1,5 @@
-"""The `obc` command line: compile, plan, validate, lock, schema. Chooses what is printed and
-the exit code.
+"""The `obc` command line: compile, plan, validate, lock, schema, status. Chooses what is
+printed and the exit code.
 
 Exit codes: 0 success; 1 invalid input, drift found by --check, or shellcheck findings;
 2 usage error or a broken environment. `plan --detailed-exitcode`: 0 no changes, 1 any
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import re
 import shlex
@@ -24,6 +25,7 @@ from .lockfile import default_lock_path, format_lock
 from .pipeline import Options, Result, compile_files
 from .reporters import REPORTERS
 from .resources import schema_path
+from .run_status import format_state, read_state
 from .sources import allowed_folders
 from .text import visible
 from .write import Change, Elsewhere, apply, plan, write_atomic
@@ -107,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("validate", parents=[inputs, judged],
                         help="check run files, write nothing")
     commands.add_parser("schema", help="print the JSON Schema of the run file")
+    status = commands.add_parser("status", help="print the last state of the job in each "
+                                                "run dir, as job.sh --status judges it")
+    status.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    status.add_argument("--format", choices=["text", "json"], default="text",
+                        help="one line per run dir: text (default), or JSON with the record "
+                             "job.sh --status prints")
     return parser
 
 
@@ -146,6 +154,17 @@ def _validate(args: argparse.Namespace) -> int:
     problems = result.diagnostics
     _report(args.format, problems)
     return EXIT_INVALID if problems else EXIT_OK
+
+
+def _status(args: argparse.Namespace) -> int:
+    states = [read_state(run_dir) for run_dir in args.run_dirs]
+    for state in states:
+        if args.format == "json":
+            print(json.dumps({"run_dir": str(state.run_dir), "record": state.record,
+                              "problem": state.problem}))
+        else:
+            print(visible(format_state(state)))
+    return EXIT_INVALID if any(state.problem for state in states) else EXIT_OK
 
 
 def _seconds(text: str) -> float:
@@ -369,4 +388,5 @@ def _lock_change(image: str, old: str | None, new: str | None) -> str | None:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "compile": _compile, "plan": _plan, "validate": _validate, "lock": _lock, "schema": _schema}
+    "compile": _compile, "plan": _plan, "validate": _validate, "lock": _lock, "schema": _schema,
+    "status": _status}

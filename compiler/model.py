@@ -263,6 +263,11 @@ class Job:
         return self.runtime if isinstance(self.runtime, Enroot) else None
 
     @property
+    def required_secrets(self) -> tuple[str, ...]:
+        """The names of the secrets preflight requires to be set and not empty."""
+        return tuple(secret.name for secret in self.secrets if secret.required)
+
+    @property
     def programs(self) -> tuple[str, ...]:
         """The distinct programs a native job runs, in step order."""
         if self.native is None:

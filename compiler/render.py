@@ -22,6 +22,8 @@ from .diagnostics import ObcError
 from .meaning import record_lines
 from .model import Job, lookup
 from .resources import data_dir
+from .rules.sbatch_options import sbatch_spellings
+from .run_status import SLURM_ENDED_STATES
 from .runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_HOME,
@@ -224,6 +226,11 @@ def _environment() -> jinja2.Environment:
         cache_dir_in_container=CONTAINER_CACHE_DIR,
         home_in_container=CONTAINER_HOME,
         lookup=lookup,
+        slurm_ended_states=ShellText(" | ".join(SLURM_ENDED_STATES)),
+        # sbatch's --array as a case pattern: -a, its abbreviations, with a value or not.
+        sbatch_array_patterns=ShellText(" | ".join(
+            ["-a", "-a?*", *(f"--{word}{value}" for word in sbatch_spellings("array")
+                             for value in ("", "=*"))])),
     )
     return env
 

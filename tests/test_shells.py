@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from hashlib import sha256
 from pathlib import Path
 
@@ -67,6 +68,7 @@ def example_sandbox(root: Path) -> Sandbox:
     two nodes (used only where SLURM_JOB_ID is set)."""
     box = make_sandbox(root, programs=("axolotl", "record", "python"))
     (box.home / "venvs/axolotl/bin").mkdir(parents=True)
+    (box.home / "venvs/axolotl/bin/python").symlink_to(sys.executable)
     install_stub(box.home / "venvs/axolotl/bin/axolotl", "record")
     (box.home / "images").mkdir()
     (box.home / "images/axolotl-0.19.0.sif").write_bytes(SIF)

@@ -260,3 +260,40 @@ def test_each_run_its_own_sbatch_stops_at_the_first_that_fails(tmp_path):
     assert result.stderr == ("sbatch: error: no\n"
                              "obc: sbatch failed for run sw-x-2; the runs before it were "
                              "submitted\n")
+
+
+EACH = SLURM.replace("{a: y, b: 2}]", "{a: y, b: 2}]\n  runs: {long: {slurm: {time: 60}}}")
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("option", [["--array=4-5"], ["--array", "4-5"], ["-a4-5"],
+                                    ["--hold", "-a", "1"], ["--arr=0-1%1"]])
+def test_submit_refuses_an_array_of_its_own(tmp_path, shell, option):
+    script = compile_script(tmp_path, SLURM)
+    result = run(script, "--submit", "--", *option, shell=shell,
+                 box=make_sandbox(tmp_path / "box"))
+    assert (result.returncode, result.stdout) == (2, "")
+    word = next(word for word in option if word.startswith("-a") or word.startswith("--ar"))
+    assert result.stderr.splitlines()[0] == (
+        "sweep.sh: --submit makes the job array itself, one task per run: name the runs to "
+        f"submit rather than pass {word} to sbatch")
+
+
+def test_submit_of_runs_each_their_own_job_refuses_an_array_too(tmp_path):
+    script = compile_script(tmp_path, EACH)
+    result = run(script, "--submit", "--dry-run", "--", "--array=0-3",
+                 box=make_sandbox(tmp_path / "box"))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines()[0] == (
+        "sweep.sh: each run is a job of its own, whose array tasks would run one after the "
+        "other in its one run dir: --array=0-3 cannot be passed to sbatch")
+
+
+def test_submit_passes_on_options_that_only_look_like_array(tmp_path):
+    script = compile_script(tmp_path, SLURM)
+    result = run(script, "--submit", "--dry-run", "--", "--account=a", "-A", "arr",
+                 "--comment=--array", box=make_sandbox(tmp_path / "box"))
+    out = tmp_path / "out"
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (f"sbatch '--array=0-2%2' '--account=a' -A arr '--comment=--array' "
+                             f"{out}/sw/sweep.sh --array-task {out}\n")

@@ -52,6 +52,12 @@ def sbatch_matches(name: str, options: frozenset[str] = SBATCH_OPTIONS) -> list[
     return sorted(option for option in options if option.startswith(name))
 
 
+def sbatch_spellings(name: str) -> list[str]:
+    """Return every `--word` that sbatch reads as `--name`: the name and its abbreviations."""
+    return [name[:end] for end in range(1, len(name) + 1)
+            if sbatch_matches(name[:end]) == [name]]
+
+
 # Arity, from the option table of slurm_opt.c: these take no value, these may take one, the
 # rest need one (`--name=value`, as an #SBATCH line writes it).
 SBATCH_FLAGS = frozenset((
