@@ -211,20 +211,3 @@ def test_one_job_sh_started_twice_in_one_slurm_job_runs_once(slurm, sandbox, tmp
     # path of a lock from another machine (though the emulated nodes share one `uname -n`).
     assert "(host, pid, Slurm job, restart: n1 " in stderr
     assert "obc: twice done" in stderr
-
-
-@pytest.mark.parametrize(("restarts", "ended"), [("0", True), ("1", False)])
-def test_a_lock_from_another_node_is_taken_over_only_by_a_requeued_job(
-        sandbox, tmp_path, restarts, ended):
-    # No cluster: the variables Slurm sets, and the lock another node's attempt left.
-    script = write_script(tmp_path, compile_text(tmp_path, LOCKED.replace(
-        "while [ ! -e go ]; do sleep 0.1; done", "true")))
-    lock = sandbox.home / "overbrainer/runs/twice/.obc/lock"
-    lock.mkdir(parents=True)
-    (lock / "held").touch()
-    (lock / "owner").write_text(f"n1 4242 77 {restarts}\n")
-    ran = sandbox.run(script, env=sandbox.env(SLURM_JOB_ID="77", SLURMD_NODENAME="n2",
-                                              SLURM_RESTART_COUNT="1"))
-    assert ran.returncode == (0 if ended else 4), ran.stderr
-    if not ended:
-        assert "(host, pid, Slurm job, restart: n1 4242 77 1)" in ran.stderr
