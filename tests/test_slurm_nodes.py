@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Sandbox, compile_text, untimed, write_script
+from tests.conftest import SHELLS, Sandbox, compile_text, untimed, write_script
 from tests.slurm_cluster import SlurmCluster
 from tests.test_slurm import output, submit
 
@@ -119,6 +119,25 @@ def test_salloc_runs_the_current_script_on_every_node_from_a_relative_or_absolut
               if r["argv"] == ["train"]]
     assert sorted(trains) == sorted([("old", "n1"), ("old", "n2")]
                                     + 3 * [("current", "n1"), ("current", "n2")])
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_in_every_shell_the_nodes_run_its_text_and_leave_no_private_copy(
+        slurm, sandbox, tmp_path, shell):
+    private = tmp_path / "private"
+    private.mkdir()
+    text = TWO_STEPS.format(id="shells", run_dir=tmp_path / "run") + "env: {VERSION: 2}\n"
+    (tmp_path / "out/shells").mkdir(parents=True)
+    write_script(tmp_path / "out/shells", compile_text(tmp_path, text))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run/go").touch()
+    ran = salloc(slurm, sandbox, tmp_path, *SHELLS[shell], "out/shells/job.sh",
+                 TMPDIR=str(private))
+    assert ran.returncode == 0, ran.stderr
+    trains = [(r["env"]["VERSION"], r["env"]["SLURMD_NODENAME"]) for r in sandbox.records()
+              if r["argv"] == ["train"]]
+    assert sorted(trains) == [("2", "n1"), ("2", "n2")]
+    assert list(private.iterdir()) == []
 
 
 def test_a_script_read_from_standard_input_cannot_give_the_nodes_a_copy(
