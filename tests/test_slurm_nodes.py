@@ -157,7 +157,7 @@ def test_a_script_read_from_standard_input_cannot_give_the_nodes_a_copy(
 FAILING_RANK = """\
 version: 1
 id: {id}
-runtime: {{kind: native}}
+runtime: {runtime}
 steps:
   - name: train
     nodes: all
@@ -169,11 +169,16 @@ steps:
 """
 
 
-@pytest.mark.parametrize(("rank", "node", "code"), [(1, "n2", 9), (0, "n1", 7)])
+@pytest.mark.parametrize(("kind", "rank", "node", "code"), [
+    ("native", 1, "n2", 9), ("native", 0, "n1", 7), ("apptainer", 1, "n2", 9)])
 def test_the_rank_that_failed_first_gives_the_job_its_exit_code(
-        slurm, sandbox, tmp_path, rank, node, code):
+        slurm, sandbox, tmp_path, kind, rank, node, code):
+    runtime = "{kind: native}"
+    if kind == "apptainer":  # the stub apptainer of the sandbox, on every node
+        (tmp_path / "axolotl.sif").write_bytes(b"SIF image")
+        runtime = f"{{kind: apptainer, image: {tmp_path}/axolotl.sif}}"
     job_id = submit(slurm, sandbox, tmp_path, FAILING_RANK.format(
-        id="ranks", rank=rank, code=code, retry=""))
+        id="ranks", runtime=runtime, rank=rank, code=code, retry=""))
     job = slurm.wait(job_id)
     log = output(tmp_path, "ranks", job_id)
     assert job.exit_code == code, log
@@ -185,9 +190,10 @@ def test_the_rank_that_failed_first_gives_the_job_its_exit_code(
 
 
 def test_a_ranks_exit_code_listed_in_retry_requeues_the_job(slurm, sandbox, tmp_path):
-    job_id = submit(slurm, sandbox, tmp_path, FAILING_RANK.format(
-        id="retried", rank=1, code=9, retry="retry: {on_exit_codes: [9], max: 1}\n").replace(
-        "exec sleep 300", "exit 0"))
+    # Rank 1 fails the first time only; the ranks then end by themselves.
+    text = FAILING_RANK.format(id="retried", runtime="{kind: native}", rank=1, code=9,
+                               retry="retry: {on_exit_codes: [9], max: 1}\n")
+    job_id = submit(slurm, sandbox, tmp_path, text.replace("exec sleep 300", "exit 0"))
     run_dir = sandbox.home / "overbrainer/runs/retried"
     slurm.wait_for((run_dir / "tried").exists, 60, "rank 1 to fail")
     slurm.start_requeued(job_id)
