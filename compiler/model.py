@@ -297,8 +297,9 @@ class Job:
 
     @property
     def node_tasks(self) -> tuple[str, ...]:
-        """The steps on every node that srun starts as this script's copy with --node-task,
-        which then runs the node's part; for enroot, srun starts the containers itself."""
+        """The steps on every node that srun starts as this script with --node-task (each
+        node's private copy, checked against its sha256), which then runs the node's part;
+        for enroot, srun starts the containers itself."""
         return () if self.enroot else self.node_steps
 
     @property

@@ -71,13 +71,17 @@ def _run_gone(lock: Path) -> bool:
     if not os.path.lexists(lock):
         return True
     try:
-        host, _pid, held = (*(lock / "owner").read_text().split("\n")[0].split(None, 2),
-                            "", "")[:3]
-    except (OSError, UnicodeError, ValueError):
+        host, _pid, held, *_ = (lock / "owner").read_text().split("\n")[0].split() + ["-"] * 3
+    except (OSError, UnicodeError):
         return False
-    if host == os.uname().nodename:
+    if host == _this_host():
         return _nothing_holds(lock / "held")
-    return bool(held) and _slurm_job_ended(held)
+    return held != "-" and _slurm_job_ended(held)
+
+
+def _this_host() -> str:
+    """As obc_host names the machine in a lock: the Slurm node's name, else the host's."""
+    return os.environ.get("SLURMD_NODENAME") or os.uname().nodename
 
 
 def _nothing_holds(held: Path) -> bool:

@@ -140,9 +140,11 @@ def test_a_step_on_every_node_gets_the_rendezvous_and_each_node_its_rank(tmp_pat
         *AXOLOTL_NAMES, "CUDA_VISIBLE_DEVICES", *RENDEZVOUS_NAMES]
     torchrun = ["--launcher", "torchrun", "--", "--nnodes", "2", "--nproc_per_node", "4",
                 "--rdzv_backend", "c10d", "--rdzv_endpoint", "n1:29611", "--rdzv_id", "42"]
-    assert train["srun"][len(train["options"]):] == [
-        "/bin/sh", "-c", 'NODE_RANK=$SLURM_NODEID; export NODE_RANK; exec "$@"', "sh",
-        "axolotl", "train", "axolotl.yaml", *torchrun]
+    shell, c, part, name, failed, *command = train["srun"][len(train["options"]):]
+    # A shell that sets the rank and records a failure in the first node's temporary folder.
+    assert (shell, c, name) == ("/bin/sh", "-c", "sh") and "NODE_RANK=$SLURM_NODEID" in part
+    assert failed.startswith(".obc/tmp.") and failed.endswith("/failed")
+    assert command == ["axolotl", "train", "axolotl.yaml", *torchrun]
     ranks = sorted((s["argv"][0], s["env"]["NODE_RANK"], s["env"]["MASTER_ADDR"])
                    for s in steps(slurm_box))
     assert ranks == [("preprocess", "0", "n1"), ("train", "0", "n1"), ("train", "1", "n1")]

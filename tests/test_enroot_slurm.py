@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from compiler.normalise import AXOLOTL_ENV
-from tests.conftest import Sandbox, compile_text, write_script
+from tests.conftest import Sandbox, compile_text, untimed, write_script
 from tests.pyxis import read_records
 from tests.slurm_cluster import _alive
 from tests.test_apptainer_jobs import run_dir_hash
 from tests.test_pyxis_plugin import pyxis  # noqa: F401 (the cluster, a fixture)
+from tests.test_slurm_nodes import FAILING_RANK
 
 pytestmark = pytest.mark.slow
 
@@ -123,9 +124,9 @@ def test_a_two_node_step_is_one_task_per_node_with_its_rank_and_the_rendezvous(
     for task in everywhere + once:
         assert task["options"]["container-env"] == names
         assert changed_by_the_job(task, records["batch"][0]) <= set(names.split(","))
-    assert everywhere[0]["argv"] == ["/bin/sh", "-c",
-                                     'NODE_RANK=$SLURM_NODEID; export NODE_RANK; exec "$@"',
-                                     "sh", "record", "rank"]
+    shell, c, _, name, failed, *command = everywhere[0]["argv"]
+    assert (shell, c, name, command) == ("/bin/sh", "-c", "sh", ["record", "rank"])
+    assert failed.startswith(".obc/tmp.") and failed.endswith("/failed")
     steps = sorted((r["env"] for r in sandbox.records() if r["argv"] == ["rank"]),
                    key=lambda env: env["NODE_RANK"])
     assert [(env["NODE_RANK"], env["SLURMD_NODENAME"]) for env in steps] == [
@@ -162,3 +163,18 @@ def test_a_stopped_job_ends_its_step_on_every_node(pyxis, sandbox, tmp_path, how
     for record in sandbox.records():
         cluster.wait_for(lambda pid=record["pid"]: not _alive(pid), 30, "the task to end")
     assert os.path.exists(tmp_path / f"enroot-long-{job_id}.out")
+
+
+def test_the_rank_that_failed_first_gives_an_enroot_job_its_exit_code(
+        pyxis, sandbox, tmp_path):  # noqa: F811
+    cluster, _ = pyxis
+    job_id = submit(pyxis, sandbox, tmp_path, FAILING_RANK.format(
+        id="enroot-ranks", runtime=f"{{kind: enroot, image: {IMAGE}}}", rank=1, code=9,
+        retry=""))
+    job = cluster.wait(job_id)
+    log = output(tmp_path, "enroot-ranks", job_id)
+    # srun stopped rank 0 with TERM (143): its shell waited for the step, and recorded
+    # nothing, rank 1 having been first.
+    assert job.exit_code == 9, log
+    assert "obc: step 1/1 train: rank 1 failed first, on node n2, with exit code 9" \
+        in untimed(log)

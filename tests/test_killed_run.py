@@ -106,7 +106,7 @@ def test_the_step_of_a_killed_job_keeps_the_run_dir_until_it_ends(writer, tmp_pa
 
     assert second.returncode == 4, second.stderr
     assert f"obc: the run dir {run_dir} is in use by another run of this job, or by what " \
-           "it started (host, pid, Slurm job: " in second.stderr
+           "it started (host, pid, Slurm job, restart: " in second.stderr
     assert set(writers(run_dir)) == {step}
     assert group_members(step)  # the killed run's step writes on, alone
     # Once it has ended, the next run takes the run dir over.

@@ -39,10 +39,12 @@ steps: [{name: write, run: [sh, -c, "echo $$ >> shared-output.txt"]}]
 """
 
 
-def job_status(script: Path, run_dir: Path, shell: str = "dash") -> tuple[int, dict | None]:
+def job_status(script: Path, run_dir: Path, shell: str = "dash",
+               env: dict[str, str] | None = None) -> tuple[int, dict | None]:
     """`job.sh --status`: its exit code and the record it prints."""
     done = subprocess.run([*SHELLS[shell], str(script), "--status", "--run-dir", str(run_dir)],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, **(env or {})})
     return done.returncode, json.loads(done.stdout) if done.stdout else None
 
 
@@ -194,12 +196,11 @@ def running(pid: int) -> bool:
         return False
 
 
-def as_another_machine_sees_it(run_dir: Path) -> None:
-    """The run dir as a login node of a shared filesystem sees it: the lock's host is not
-    its own (the emulated nodes share this machine's name)."""
-    owner = run_dir / ".obc" / "lock" / "owner"
-    _host, rest = owner.read_text().split(" ", 1)
-    owner.write_text(f"another-node.example {rest}")
+def on_its_node(run_dir: Path) -> dict[str, str]:
+    """The environment of a command run on the node that holds the run dir's lock, as
+    Slurm names it: a lock names its machine by SLURMD_NODENAME, and the emulated nodes
+    share this machine's `uname -n`."""
+    return {"SLURMD_NODENAME": (run_dir / ".obc" / "lock" / "owner").read_text().split()[0]}
 
 
 @pytest.mark.slow
@@ -221,18 +222,20 @@ def test_a_slurm_job_killed_with_kill_is_shown_as_killed(slurm: SlurmCluster, sa
     # This cluster tracks a job's processes by their parents (proctrack/linuxproc): the step,
     # whose parent was killed, runs on, holding the lock, so the run has not gone. Slurm with
     # proctrack/cgroup ends it with the job; here the test does.
-    assert job_status(script, killed_dir)[1]["state"] == "running"
+    assert job_status(script, killed_dir, env=on_its_node(killed_dir))[1]["state"] == "running"
     (step,) = set(writers(killed_dir))
     os.killpg(step, signal.SIGKILL)
     slurm.wait_for(lambda: not running(step), 30, "the step to end")
 
     for run_dir, state in ((running_dir, "running"), (killed_dir, "killed")):
-        # On its own machine (the lock), and as another machine sees it (Slurm's word).
-        for _ in ("here", "elsewhere"):
-            code, record = job_status(script, run_dir)
+        # On its own node (the lock), and as another machine sees it (Slurm's word).
+        for node in (on_its_node(run_dir), {}):
+            code, record = job_status(script, run_dir, env=node)
             assert (code, record["state"], record["slurm_job_id"]) == \
                 (0, state, running_id if state == "running" else killed_id)
-            assert obc_status(capsys, run_dir)[1][0]["record"] == record
-            as_another_machine_sees_it(run_dir)
+            with monkeypatch.context() as here:
+                for name, value in node.items():
+                    here.setenv(name, value)
+                assert obc_status(capsys, run_dir)[1][0]["record"] == record
     assert slurm.run("scancel", running_id).returncode == 0
     slurm.wait(running_id)

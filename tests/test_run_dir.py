@@ -148,17 +148,32 @@ def test_a_lock_left_by_a_run_that_has_ended_is_taken_over(sandbox, tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)
         run = run_in(sandbox, tmp_path, run_dir)
     assert run.returncode == 4
-    assert f"is in use by another run of this job, or by what it started (host, pid, " \
-           f"Slurm job: {host} 999999999 ); if nothing of it runs any more, remove {lock}" \
+    assert f"is in use by another run of this job, or by what it started (host, pid, Slurm " \
+           f"job, restart: {host} 999999999 ); if nothing of it runs any more, remove {lock}" \
            in run.stderr
     assert json.loads((run_dir / ".obc/status.json").read_text())["attempt"] == 1
-    # Nor is a lock of another machine's run, unless it is this Slurm job, requeued.
-    (lock / "owner").write_text("elsewhere 1 17\n")
+    # Nor is a lock of another machine's run, unless it is this Slurm job, requeued since.
+    (lock / "owner").write_text("elsewhere 1 17 0\n")
     assert run_in(sandbox, tmp_path, run_dir).returncode == 4
     run = sandbox.run(write_script(tmp_path, job(tmp_path)), "--run-dir", str(run_dir),
-                      env=sandbox.env(SLURM_JOB_ID="17"))
+                      env=sandbox.env(SLURM_JOB_ID="17", SLURM_RESTART_COUNT="1"))
     assert run.returncode == 0, run.stderr
     assert not lock.exists()
+
+
+@pytest.mark.parametrize(("restarts", "ended"), [("0", True), ("1", False)])
+def test_a_lock_from_another_node_is_taken_over_only_by_this_slurm_job_requeued(
+        sandbox, tmp_path, restarts, ended):
+    # Slurm names the node (SLURMD_NODENAME), and counts the job's restarts: a copy of the
+    # same attempt on another node (`srun -n2 job.sh`) keeps out (tests/test_slurm_nodes.py).
+    run_dir = tmp_path / "run"
+    leave_lock(run_dir, f"n1 4242 77 {restarts}\n")
+    run = sandbox.run(write_script(tmp_path, job(tmp_path)), "--run-dir", str(run_dir),
+                      env=sandbox.env(SLURM_JOB_ID="77", SLURMD_NODENAME="n2",
+                                      SLURM_RESTART_COUNT="1"))
+    assert run.returncode == (0 if ended else 4), run.stderr
+    if not ended:
+        assert "(host, pid, Slurm job, restart: n1 4242 77 1)" in run.stderr
 
 
 def test_a_run_dir_that_is_another_users_link_is_refused(sandbox, tmp_path):

@@ -8,6 +8,7 @@ deliver exactly that text to the steps, to the run dir and to `--help`.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -45,8 +46,11 @@ SHELL_BOOKKEEPING = {"OLDPWD", "A__z"}
 
 def outcome(run, sandbox: Sandbox, run_dir: Path) -> dict:
     """Everything a run produced that must not depend on the shell (times aside)."""
+    # (A step on every node names the first node's temporary folder, whose name is random.)
+    records = json.loads(re.sub(r"\.obc/tmp\.\w{6}/", ".obc/tmp.XXXXXX/",
+                                json.dumps(run.records)))
     records = [{k: v for k, v in r.items() if k not in ("pid", "pgid", "path")}
-               for r in run.records]
+               for r in records]
     for record in records:
         for name in SHELL_BOOKKEEPING:
             record.get("env", {}).pop(name, None)

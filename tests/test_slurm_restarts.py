@@ -64,6 +64,9 @@ steps:
 retry: {on_exit_codes: [75], max: 1}
 slurm: {time: 10}
 """)
+    # (Not before it has started: a job still pending at first would look requeued.)
+    tried = sandbox.home / "overbrainer/runs/retried/tried"
+    slurm.wait_for(tried.exists, 60, "the flaky step to fail")
     slurm.start_requeued(job_id)
     job = slurm.wait(job_id)
     log = output(tmp_path, "retried", job_id)

@@ -220,6 +220,22 @@ def test_under_slurm_training_runs_on_every_node_and_the_rest_once(tmp_path, san
     assert "t\n" not in run.stderr and "HF_TOKEN=" not in run.stderr
 
 
+def test_under_slurm_a_job_on_several_nodes_needs_sha256sum_to_check_their_copy(
+        tmp_path, sandbox):
+    script = write_script(tmp_path, compile_text(tmp_path, """\
+version: 1
+id: sums
+runtime: {kind: native}
+steps: [{name: train, run: [record], nodes: all}]
+slurm: {nodes: 2, gpus_per_node: 8}
+"""))
+    path = sandbox.path_without_system_bins()
+    (sandbox.root / "tools/sha256sum").unlink()
+    run = sandbox.run(script, env=sandbox.env(**SLURM_ENV, PATH=path))
+    assert run.returncode == 3, run.stderr
+    assert run.messages == ["obc: preflight: sha256sum (coreutils) not found on PATH"]
+
+
 @pytest.mark.parametrize("shell", list(SHELLS))
 def test_a_requeued_job_skips_only_what_finished_for_these_inputs(tmp_path, sandbox, shell):
     script = write_script(tmp_path, compile_text(tmp_path, """\
