@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=916c38e559d88aaa69c8f770b4205c97c1b984fe2abd313c4283d7382909c1cb ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=42fb91f7c00e7830337f5eb3d396540e5c6610b2bf8a80f61592d83a3a6d5da4 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=66f9813270ee4e8db460c235ec2c8c7f1467677275b6b9ff142b5b7ec423fda9 ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=abcd9730651d796affda6b0b7c8f4859c16ea6af525655efb4be1204313652c6 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=5f81897732611d0c8f19583d0e4aec9ce28e32634a76b957b5609f645f7c019c ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=2ff77bcf829e882b51227cc7525942a765b919dfa8921e253bbb59bd36759b32 ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=35ff3a19d1d71c97d739caaf668a529443df1f3440ecc65dc0b7abc9cbc047d3 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=55f2e56ed3d6c4473f16f2a110c2b262fca684222678af2092ddf049d036b7ad ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=070cf1ab458644a5c1109cc450ee5841f60b643339b4b1dbc9e403e62d0d0b20 ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=c3ba4fa82a4c41890b846f35b813885455ac5d255d1280b5fda2c00aadaea081 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=f69a36a312efa73a4926bb9224c843e5fac7971eb98e537715fa254b4e34644f ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=73382617f0531a583686d9648804818cbccc81bdab145100ca8eed94ac624dfa ;;
     *) return 1 ;;
   esac
 }
@@ -369,6 +369,15 @@ if [ -z "$OBC_MODE" ]; then
   fi
 fi
 [ "$#" -eq 0 ] || [ "$OBC_MODE" = submit ] || obc_usage "only --submit takes sbatch options after --"
+# sbatch's --array (-a, or abbreviated) is not passed on: --submit makes the job array
+# itself (sbatch would take whichever --array came last), or submits each run as a job of
+# its own, whose array tasks would run one after the other in its one run dir.
+for OBC_WORD in ${1+"$@"}; do
+  case $OBC_WORD in
+    -a | -a?* | --ar | --ar=* | --arr | --arr=* | --arra | --arra=* | --array | --array=*)
+      obc_usage "--submit makes the job array itself, one task per run: name the runs to submit rather than pass $OBC_WORD to sbatch" ;;
+  esac
+done
 { [ -z "$OBC_SELECTED" ] && [ -z "$OBC_DRY_RUN" ]; } || [ "$OBC_MODE" != list ] ||
   obc_usage "--list takes no runs and no --dry-run"
 if [ -z "$OBC_SELECTED" ]; then
@@ -406,32 +415,32 @@ exit 0
 #     "lr-sweep-1e-4-1": {
 #       "index": 0,
 #       "labels": ["1e-4", "1"],
-#       "checksum": "916c38e559d88aaa69c8f770b4205c97c1b984fe2abd313c4283d7382909c1cb"
+#       "checksum": "35ff3a19d1d71c97d739caaf668a529443df1f3440ecc65dc0b7abc9cbc047d3"
 #     },
 #     "lr-sweep-1e-4-2": {
 #       "index": 1,
 #       "labels": ["1e-4", "2"],
-#       "checksum": "42fb91f7c00e7830337f5eb3d396540e5c6610b2bf8a80f61592d83a3a6d5da4"
+#       "checksum": "55f2e56ed3d6c4473f16f2a110c2b262fca684222678af2092ddf049d036b7ad"
 #     },
 #     "lr-sweep-2e-4-1": {
 #       "index": 2,
 #       "labels": ["2e-4", "1"],
-#       "checksum": "66f9813270ee4e8db460c235ec2c8c7f1467677275b6b9ff142b5b7ec423fda9"
+#       "checksum": "070cf1ab458644a5c1109cc450ee5841f60b643339b4b1dbc9e403e62d0d0b20"
 #     },
 #     "lr-sweep-2e-4-2": {
 #       "index": 3,
 #       "labels": ["2e-4", "2"],
-#       "checksum": "abcd9730651d796affda6b0b7c8f4859c16ea6af525655efb4be1204313652c6"
+#       "checksum": "c3ba4fa82a4c41890b846f35b813885455ac5d255d1280b5fda2c00aadaea081"
 #     },
 #     "lr-sweep-4e-4-1": {
 #       "index": 4,
 #       "labels": ["4e-4", "1"],
-#       "checksum": "5f81897732611d0c8f19583d0e4aec9ce28e32634a76b957b5609f645f7c019c"
+#       "checksum": "f69a36a312efa73a4926bb9224c843e5fac7971eb98e537715fa254b4e34644f"
 #     },
 #     "lr-sweep-long": {
 #       "index": 5,
 #       "labels": ["", ""],
-#       "checksum": "2ff77bcf829e882b51227cc7525942a765b919dfa8921e253bbb59bd36759b32"
+#       "checksum": "73382617f0531a583686d9648804818cbccc81bdab145100ca8eed94ac624dfa"
 #     }
 #   },
 #   "combinations": 6,

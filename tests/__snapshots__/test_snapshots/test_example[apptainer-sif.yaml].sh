@@ -196,6 +196,18 @@ obc_preflight_failure() {
   OBC_FAILED=1
 }
 
+# Preflight: required secret $1 is not set or empty. A job sbatch started with --export=NONE
+# (or a list of names without it), which Slurm says in SLURM_EXPORT_ENV, does not get the
+# environment sbatch ran in.
+obc_missing_secret() {
+  case ,${SLURM_EXPORT_ENV:-ALL}, in
+    *,[Aa][Ll][Ll],* | *,"$1",* | *,"$1"=*)
+      obc_preflight_failure "secret $1 is not set or empty" ;;
+    *)
+      obc_preflight_failure "secret $1 is not set or empty: the job was submitted with --export=$SLURM_EXPORT_ENV, so it does not get the environment sbatch ran in; submit with --export=ALL, or with $1 among the names of --export" ;;
+  esac
+}
+
 # Prints where PATH-like list $2 has the program $1, as a process started with that PATH
 # would find it (builtins and functions do not count: steps run programs).
 obc_which() {
@@ -411,6 +423,27 @@ obc_existing_parent() {
   printf '%s\n' "${OBC_WORD:-/}"
 }
 
+# Preflight: folder $1 ($2 names it) can be made by the user: it, or the deepest folder
+# above it that exists, is a folder they can write into (a read-only filesystem, another
+# user's folder or a file in the way would otherwise stop the job only at its mkdir).
+obc_check_writable() {
+  OBC_WORD=$(obc_existing_parent "$1")
+  if [ ! -d "$OBC_WORD" ] || [ ! -w "$OBC_WORD" ] || [ ! -x "$OBC_WORD" ]; then
+    if [ "$OBC_WORD" = "$1" ]; then
+      obc_preflight_failure "$2 $1 cannot be written by you: it is $(obc_described "$1")"
+    else
+      obc_preflight_failure "$2 $1 cannot be created: $OBC_WORD is $(obc_described "$OBC_WORD"), not a folder you can write into"
+    fi
+  fi
+}
+
+# obc_make_folders PATH WHAT: creates folder PATH and those above it, or ends the job with
+# exit 3 saying why; WHAT names it.
+obc_make_folders() {
+  [ -z "$OBC_DRY_RUN" ] || { obc_print_command mkdir -p -- "$1"; return 0; }
+  OBC_WORD=$(mkdir -p -- "$1" 2>&1) || obc_fail "cannot create $2 $1: ${OBC_WORD##*: }" 3
+}
+
 # Preflight: folder $1 (the run dir, or another folder the job writes into, which $2
 # names), or the folder it will be created in, is safe to write into.
 obc_check_folder() {
@@ -420,6 +453,7 @@ obc_check_folder() {
     OBC_WORD=$(obc_existing_parent "$1")
     obc_guarded "$OBC_WORD" 0 || obc_preflight_failure "$2 would be created in $OBC_WORD, which another user can change ($(obc_described "$OBC_WORD"); paths.shared allows a team's folder)"
   fi
+  obc_check_writable "$1" "$2"
 }
 
 # Preflight: the run dir, and Axolotl's output_dir where another user could have put
@@ -431,7 +465,7 @@ obc_check_run_dir() {
 # Creates the run dir and takes it for this run: its .obc folder (the job's own records,
 # which only the user can write), the lock, and a private folder for temporary files.
 obc_prepare_run_dir() {
-  obc_run mkdir -p -- "$OBC_RUN_DIR" || obc_exit 1
+  obc_make_folders "$OBC_RUN_DIR" 'the run dir'
   [ -z "$OBC_DRY_RUN" ] || return 0
   obc_guarded "$OBC_RUN_DIR" || obc_fail "the run dir $OBC_RUN_DIR is not a folder of yours that only you can write" 3
   OBC_REAL_RUN_DIR=$(cd -P -- "$OBC_RUN_DIR" && pwd -P) || obc_fail "cannot enter $OBC_RUN_DIR"
@@ -440,15 +474,41 @@ obc_prepare_run_dir() {
     obc_fail "$OBC_RUN_DIR/.obc is not a folder of yours that only you can write" 3
   fi
   obc_lock
+  obc_clear_leftovers
   OBC_TMP=$(mktemp -d "$OBC_RUN_DIR/.obc/tmp.XXXXXX") ||
     obc_fail "cannot create a temporary folder in $OBC_RUN_DIR/.obc"
+}
+
+# The name of this machine in the lock: the node's name under Slurm (the emulated nodes of
+# a test cluster share one kernel, and so one `uname -n`), else the host's.
+obc_host() {
+  printf '%s\n' "${SLURMD_NODENAME:-$(uname -n)}"
+}
+
+# Removes what a killed run left in .obc, once this run holds the lock: its temporary
+# folders (only the lock's holder has one), the locks it had begun to make or to remove, if
+# they have ended as obc_ended_lock judges them (another run's lock in the making is held,
+# or has no owner yet).
+obc_clear_leftovers() {
+  for OBC_FOLDER in "$OBC_RUN_DIR"/.obc/tmp.?????? "$OBC_RUN_DIR"/.obc/lock.??????; do
+    case $OBC_FOLDER in
+      "$OBC_RUN_DIR/.obc/tmp."*) [ -d "$OBC_FOLDER" ] || continue ;;
+      *)
+        OBC_LOCK=$OBC_FOLDER
+        obc_ended_lock || continue ;;
+    esac
+    rm -rf -- "$OBC_FOLDER"
+  done
+  OBC_LOCK=$OBC_RUN_DIR/.obc/lock
+  rm -rf -- "$OBC_RUN_DIR"/.obc/lock.ended.*
 }
 
 # Takes the run dir's lock, so that a second run in the same run dir (launched twice, or on
 # another node of a shared filesystem) exits 4 instead of writing over this one. The lock is
 # a folder, made whole under a name of its own and then renamed into place, which fails
-# while another is there: its owner file (host, pid, Slurm job) and its file `held`, which
-# the job keeps open on fd 9 under flock(1), and every step it starts inherits (obc_start).
+# while another is there: its owner file (host, pid, Slurm job and restart) and its file
+# `held`, which the job keeps open on fd 9 under flock(1), and every step it starts
+# inherits (obc_start).
 # A lock is taken over once nothing holds `held` any more (see obc_ended_lock).
 obc_lock() {
   OBC_LOCK=$OBC_RUN_DIR/.obc/lock
@@ -459,7 +519,8 @@ obc_lock() {
   # has no flock fails here: the lock then still keeps other runs out, but is never taken
   # over by itself.
   flock -n 9 9>&9 2>/dev/null
-  printf '%s %s %s\n' "$(uname -n)" "$$" "${SLURM_JOB_ID:-}" > "$OBC_NEW_LOCK/owner"
+  printf '%s %s %s %s\n' "$(obc_host)" "$$" "${SLURM_JOB_ID:--}" "${SLURM_RESTART_COUNT:-0}" \
+    > "$OBC_NEW_LOCK/owner"
   for OBC_WORD in 1 2 3; do
     if mv -T -- "$OBC_NEW_LOCK" "$OBC_LOCK" 2>/dev/null; then
       OBC_LOCKED=1
@@ -469,7 +530,7 @@ obc_lock() {
   done
   rm -rf -- "$OBC_NEW_LOCK"
   OBC_WORD=$(cat -- "$OBC_LOCK/owner" 2>/dev/null)
-  obc_fail "the run dir $OBC_RUN_DIR is in use by another run of this job, or by what it started (host, pid, Slurm job: ${OBC_WORD:-unknown}); if nothing of it runs any more, remove $OBC_LOCK" 4
+  obc_fail "the run dir $OBC_RUN_DIR is in use by another run of this job, or by what it started (host, pid, Slurm job, restart: ${OBC_WORD:-unknown}); if nothing of it runs any more, remove $OBC_LOCK" 4
 }
 
 # True when the way is clear for this run's lock: the lock is gone, or the run that held it
@@ -487,14 +548,19 @@ obc_clear_lock() {
 # True when the run that holds the lock has ended. On its own machine: when nothing holds
 # its file `held` any more (the flock is shared here, and only for a moment), neither the
 # job nor what it started: a job.sh killed with KILL leaves its step running, a zombie holds
-# nothing, and pids do not matter. On another machine: when it is this Slurm job, requeued.
+# nothing, and pids do not matter. On another machine: when it is this Slurm job, requeued
+# since (Slurm has ended that attempt); a second copy of this attempt (`srun -n2 job.sh`)
+# has the same restart count, and keeps out.
 obc_ended_lock() {
   # (Its pid is there for people to read.)
-  { read -r OBC_HOST OBC_WORD OBC_HELD < "$OBC_LOCK/owner"; } 2>/dev/null || return 1
-  if [ "$OBC_HOST" = "$(uname -n)" ]; then
+  { read -r OBC_HOST OBC_WORD OBC_HELD OBC_RESTARTS < "$OBC_LOCK/owner"; } 2>/dev/null ||
+    return 1
+  if [ "$OBC_HOST" = "$(obc_host)" ]; then
     flock -n -s 7 7< "$OBC_LOCK/held"
   else
-    [ -n "${SLURM_JOB_ID:-}" ] && [ "${OBC_HELD:-}" = "$SLURM_JOB_ID" ]
+    case ${OBC_RESTARTS:-} in '' | *[!0-9]*) return 1 ;; esac
+    [ -n "${SLURM_JOB_ID:-}" ] && [ "${OBC_HELD:-}" = "$SLURM_JOB_ID" ] &&
+      [ "$OBC_RESTARTS" -lt "${SLURM_RESTART_COUNT:-0}" ]
   fi
 }
 
@@ -581,8 +647,28 @@ obc_save_record() {
 }
 
 # job.sh --status: the record of the job's last attempt in the run dir, if it is whole: one
-# that a full disk cut short, by an older obc or anything else, is not shown as a state.
+# that a full disk cut short, by an older obc or anything else, is not shown as a state. A
+# record that says running, of a run that has gone without a word (killed), says killed.
 obc_show_status() {
+  obc_read_record
+  case $OBC_RECORD in
+    *'"state": "running"'*)
+      # The record is written before the lock is let go: read again once the run is gone,
+      # it is the run's last word.
+      if obc_run_gone && obc_read_record; then
+        case $OBC_RECORD in
+          *'"state": "running"'*)
+            OBC_RECORD=${OBC_RECORD%%'"state": "running"'*}'"state": "killed"'${OBC_RECORD#*'"state": "running"'} ;;
+        esac
+      fi ;;
+  esac
+  printf '%s\n' "$OBC_RECORD"
+  exit 0
+}
+
+# Reads the record .obc/status.json into OBC_RECORD; without a whole record, says why and
+# exits 1.
+obc_read_record() {
   OBC_RECORD_FILE=$OBC_RUN_DIR/.obc/status.json
   if [ ! -e "$OBC_RECORD_FILE" ] && [ ! -L "$OBC_RECORD_FILE" ]; then
     printf 'obc: no run of %s in %s yet\n' "$OBC_JOB" "$OBC_RUN_DIR" >&2
@@ -593,13 +679,32 @@ obc_show_status() {
     exit 1
   fi
   case $OBC_RECORD in
-    '{"job": '*', "resumed_from": '*'}')
-      printf '%s\n' "$OBC_RECORD"
-      exit 0 ;;
+    '{"job": '*', "resumed_from": '*'}') return 0 ;;
   esac
   printf 'obc: the record %s is empty or cut short (a full disk?): no state to show\n' \
     "$OBC_RECORD_FILE" >&2
   exit 1
+}
+
+# True when the run the run dir's lock names has gone: the lock is gone, or on its own
+# machine nothing holds it any more (obc_ended_lock), or on another machine its Slurm job
+# has ended. A run on another machine outside Slurm cannot be judged: it is not gone.
+obc_run_gone() {
+  OBC_LOCK=$OBC_RUN_DIR/.obc/lock OBC_HOST=
+  [ -e "$OBC_LOCK" ] || [ -L "$OBC_LOCK" ] || return 0
+  ! obc_ended_lock || return 0
+  [ -n "$OBC_HOST" ] && [ "$OBC_HOST" != "$(obc_host)" ] && [ "${OBC_HELD:--}" != - ] &&
+    obc_slurm_job_ended "$OBC_HELD"
+}
+
+# True when Slurm says job $1 has ended, or no longer knows it; not when squeue cannot say.
+obc_slurm_job_ended() {
+  if OBC_WORD=$(squeue -h -j "$1" -t all -o %T 2>&1); then
+    case $OBC_WORD in BOOT_FAIL | CANCELLED | COMPLETED | DEADLINE | FAILED | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | TIMEOUT) return 0 ;; esac
+    return 1
+  fi
+  case $OBC_WORD in *'Invalid job id'*) return 0 ;; esac
+  return 1
 }
 
 # The step's output goes to its log as well as to the job's own output: two tees, fed by
@@ -991,7 +1096,7 @@ if [ -z "$OBC_DRY_RUN" ]; then
   obc_which setsid "$PATH" >/dev/null || obc_preflight_failure 'setsid (util-linux) not found on PATH'
   obc_which flock "$PATH" >/dev/null || obc_preflight_failure 'flock (util-linux) not found on PATH'
   [ -n "$OBC_RUN_HASH" ] || obc_preflight_failure 'sha256sum (coreutils) not found on PATH'
-  [ -n "${HF_TOKEN:+x}" ] || obc_preflight_failure 'secret HF_TOKEN is not set or empty'
+  [ -n "${HF_TOKEN:+x}" ] || obc_missing_secret HF_TOKEN
   obc_which "$OBC_APPTAINER" "$PATH" >/dev/null || obc_preflight_failure 'apptainer (or singularity) not found on PATH'
   case $OBC_RUN_DIR$OBC_CACHE_DIR in
     *[:,]*) obc_preflight_failure "run dir and cache dir cannot contain ':' or ',' (apptainer splits --bind on them)" ;;
@@ -1002,6 +1107,7 @@ if [ -z "$OBC_DRY_RUN" ]; then
     obc_preflight_failure "image file $OBC_IMAGE is not the one runtime.image_sha256 names"
   fi
   obc_check_run_dir
+  obc_check_writable "$OBC_CACHE_DIR" 'the cache dir'
   [ -z "$OBC_FAILED" ] || exit 3
 fi
 
@@ -1012,7 +1118,7 @@ obc_prepare_run_dir
 [ -n "$OBC_DRY_RUN" ] || [ -z "$OBC_FRESH" ] || obc_set_aside_all all
 [ -n "$OBC_FROM$OBC_ONLY$OBC_FRESH" ] || obc_start_at_unfinished
 ! obc_runs train || obc_choose_checkpoint
-obc_run mkdir -p -- "$OBC_CACHE_DIR" || obc_exit 1
+obc_make_folders "$OBC_CACHE_DIR" 'the cache dir'
 obc_write_file axolotl.yaml <<'OBC_EOF'
 # Axolotl config for a QLoRA fine-tune of Llama 3.2 1B.
 # Paths are relative to the run dir, where the job runs Axolotl.
