@@ -208,7 +208,7 @@ def floor(shellcheck: list[str], python: str, script: Path) -> dict[str, float]:
     """What a compile of a new shape cannot take less than, in the same round: shellcheck on
     that script (clean: it exits 0), and Python importing the two libraries every compile
     needs."""
-    # As obc runs it: without the caller's SHELLCHECK_OPTS (check.py).
+    # As obc runs it: without the caller's SHELLCHECK_OPTS (compiler/check/shellcheck.py).
     environment = {name: value for name, value in os.environ.items()
                    if name != "SHELLCHECK_OPTS"}
     checked, _ = timed(lambda: subprocess.run([*shellcheck, str(script)], check=True,

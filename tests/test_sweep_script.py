@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline import compile_files
-from compiler.write import apply, plan
+from compiler.pipeline.pipeline import compile_files
+from compiler.pipeline.write import apply, plan
 from tests.conftest import SHELLS, Sandbox, make_sandbox, start_script, untimed
 
 SWEEP = """\

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .cache import FORMAT, Store, digest
-from .diagnostics import Diagnostic, ObcError
-from .workers import cores
+from ..core.cache import FORMAT, Store, digest
+from ..core.diagnostics import Diagnostic, ObcError
+from ..core.workers import cores
 
 # Options: POSIX sh (what the scripts promise), no user .shellcheckrc (same findings on every
 # machine), every finding down to style level counts.

@@ -18,15 +18,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from . import __version__
-from .diagnostics import Diagnostic, ObcError
-from .lockfile import default_lock_path, format_lock
-from .pipeline import Options, Result, compile_files
+from .. import __version__
+from ..core.diagnostics import Diagnostic, ObcError
+from ..core.resources import schema_path
+from ..core.text import visible
+from ..pipeline.pipeline import Options, Result, compile_files
+from ..pipeline.write import Change, Elsewhere, apply, plan, write_atomic
+from ..read.lockfile import default_lock_path, format_lock
+from ..read.sources import allowed_folders
 from .reporters import REPORTERS
-from .resources import schema_path
-from .sources import allowed_folders
-from .text import visible
-from .write import Change, Elsewhere, apply, plan, write_atomic
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 # `obc plan --detailed-exitcode`: changes found (no error is 2 there).
@@ -244,8 +244,8 @@ def _plan(args: argparse.Namespace) -> int:
     """Print what compile would do to OUT; 0, or with --detailed-exitcode 2 if it would
     change anything. The scripts are not run through shellcheck: compile does that."""
     # Imported here: compile, the command run most, needs neither (a tenth of its imports).
-    from .plan import SYMBOLS, plan_scripts  # noqa: PLC0415
-    from .plan_report import PLAN_REPORTERS  # noqa: PLC0415
+    from ..plan.diff import SYMBOLS, plan_scripts  # noqa: PLC0415
+    from ..plan.report import PLAN_REPORTERS  # noqa: PLC0415
 
     plans = _compare_with_out(args, plan_scripts, shellcheck=False)
     if plans is None:
@@ -313,8 +313,8 @@ def _report_writes(done: list[Change], out: Path) -> None:
 
 def _lock(args: argparse.Namespace) -> int:
     # Only `obc lock` loads the network code (urllib, ssl): compile and validate never need it.
-    from .lock import check_lock, lock_images  # noqa: PLC0415
-    from .registry import deadline, resolve, resolve_with_skopeo  # noqa: PLC0415
+    from ..lock.lock import check_lock, lock_images  # noqa: PLC0415
+    from ..lock.registry import deadline, resolve, resolve_with_skopeo  # noqa: PLC0415
 
     lock_file = _lock_file(args)
     resolver = resolve_with_skopeo if args.skopeo else functools.partial(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TextIO
 
-from .diagnostics import Diagnostic
+from ..core.diagnostics import Diagnostic
 
 
 def use_colour(stream: TextIO) -> bool:

@@ -7,7 +7,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-_PACKAGE = Path(__file__).parent
+# compiler/, which holds this package (core/).
+_PACKAGE = Path(__file__).parent.parent
 
 
 def data_dir(name: str) -> Path:

@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .build import build_jobs
-from .diagnostics import Diagnostic
-from .load import Source
-from .lockfile import Lock, image_problem, lockable_image, read_lock
-from .pipeline import run_files
+from ..core.diagnostics import Diagnostic
+from ..pipeline.build import build_jobs
+from ..pipeline.pipeline import run_files
+from ..read.load import Source
+from ..read.lockfile import Lock, image_problem, lockable_image, read_lock
 from .registry import ResolveError
 
 Resolver = Callable[[str], str]

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from email.message import Message
 from typing import Any
 
-from .diagnostics import ObcError
-from .runtimes import registry_host
+from ..core.diagnostics import ObcError
+from ..model.runtimes import registry_host
 
 # A registry serves a tag only in a type the client accepts (distribution answers 404 for an
 # index otherwise; others send one platform's manifest): accepting the index types makes a

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .model import Job
+from .job import Job
 from .slurm import allocation, time_limit_seconds
 
 

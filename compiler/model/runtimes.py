@@ -1,4 +1,4 @@
-"""The runtimes a job's steps run in: one variant of the model (model.py) each, rendered by a
+"""The runtimes a job's steps run in: one variant of the model (job.py) each, rendered by a
 template partial of the same name. Docker and podman (Container) and the machine itself with
 an optional venv (Native); and those of shared GPU clusters, where docker and podman are
 rarely allowed: Apptainer (or Singularity), and enroot through Slurm's pyxis plugin."""

@@ -1,4 +1,4 @@
-"""The Slurm part of the model (model.py): how the script asks Slurm for its resources, and
+"""The Slurm part of the model (job.py): how the script asks Slurm for its resources, and
 its #SBATCH block, comment lines that sbatch reads and the shell skips.
 
 sbatch takes each value as written (no quotes, no $VARIABLES, no ~): the schema lets through
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .shell import ShellText
+from ..core.shell import ShellText
 
 # The signal Slurm sends the script before the time limit.
 DEFAULT_SLURM_SIGNAL = "B:TERM@120"

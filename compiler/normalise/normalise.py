@@ -10,11 +10,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from . import trainer
-from .axolotl import read_config
-from .engine_args import normal_words
-from .load import CONFIG_FIELD, Path_
-from .model import (
+from ..model.engine_args import normal_words
+from ..model.job import (
     DEFAULT_IMAGE,
     DEFAULT_STOP_TIMEOUT,
     EmbeddedFile,
@@ -24,8 +21,19 @@ from .model import (
     Step,
     SweepRun,
 )
-from .runtimes import ENROOT_DIGESTS, INVOKER, Apptainer, Container, Enroot, Native, mounts_of
-from .slurm import Slurm, default_signal
+from ..model.runtimes import (
+    ENROOT_DIGESTS,
+    INVOKER,
+    Apptainer,
+    Container,
+    Enroot,
+    Native,
+    mounts_of,
+)
+from ..model.slurm import Slurm, default_signal
+from ..read.axolotl import read_config
+from ..read.load import CONFIG_FIELD, Path_
+from . import trainer
 
 DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
 DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"

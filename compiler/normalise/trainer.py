@@ -10,9 +10,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from .axolotl import AXOLOTL_CONFIG_NAME, DEFAULT_OUTPUT_DIR, TRIGGER_FILE
-from .model import DEFAULT_RESUME, Checkpoints, EmbeddedFile, OnSignal, Resume, Step
-from .runtimes import Mount, host_folder
+from ..model.job import DEFAULT_RESUME, Checkpoints, EmbeddedFile, OnSignal, Resume, Step
+from ..model.runtimes import Mount, host_folder
+from ..read.axolotl import AXOLOTL_CONFIG_NAME, DEFAULT_OUTPUT_DIR, TRIGGER_FILE
 
 # Step name and Axolotl command, in the order they run.
 AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))

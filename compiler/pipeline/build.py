@@ -10,17 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import __version__, policy_rules
-from .axolotl import ConfigError, config_problems, read_config
-from .diagnostics import Diagnostic
-from .expand import Expansion, expand
-from .load import CONFIG_FIELD, Source, display_name, load_source
-from .model import Job, SweepRun
-from .normalise import attachment_fields, normalise
-from .policy import Policy
-from .project import source_name
-from .provenance import inputs_digest, lock_entry
-from .sources import (
+from .. import __version__
+from ..core.diagnostics import Diagnostic
+from ..core.project import source_name
+from ..model.job import Job, SweepRun
+from ..normalise.normalise import attachment_fields, normalise
+from ..read.axolotl import ConfigError, config_problems, read_config
+from ..read.load import CONFIG_FIELD, Source, display_name, load_source
+from ..read.sources import (
     BudgetError,
     Embedding,
     Project,
@@ -29,9 +26,13 @@ from .sources import (
     check_regular,
     find_project,
 )
-from .sweep import throttled
-from .sweep_rules import shared_folders
-from .validate import validate
+from ..render.provenance import inputs_digest, lock_entry
+from ..render.sweep import throttled
+from ..sweep.expand import Expansion, expand
+from ..sweep.rules import shared_folders
+from ..validate import policy_rules
+from ..validate.policy import Policy
+from ..validate.validate import validate
 
 
 @dataclass(slots=True)

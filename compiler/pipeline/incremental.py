@@ -20,12 +20,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .cache import FORMAT, Store, digest
-from .load import MAX_FILE_BYTES, Mark, display_name
-from .project import source_name
-from .resources import data_dir, schema_path
+from ..core.cache import FORMAT, Store, digest
+from ..core.project import source_name
+from ..core.resources import data_dir, schema_path
+from ..read.load import MAX_FILE_BYTES, Mark, display_name
 
-_PACKAGE = Path(__file__).parent
+# compiler/, all of whose modules make obc's build.
+_PACKAGE = Path(__file__).parent.parent
 # A folder or file name under OUT as obc makes them: never `..`, never a path.
 _NAME = re.compile("[a-z0-9][a-z0-9_.-]*")
 

@@ -1,7 +1,7 @@
 """The whole way through: run files → build (build.py: load, expand, validate, normalise) →
 render → shape → check.
 
-Writing is the caller's choice (cli.py), so that `validate`, `compile`, `compile --check` and
+Writing is the caller's choice (cli/main.py), so that `validate`, `compile`, `compile --check` and
 `plan` share everything up to the scripts themselves. A run file whose files are unchanged
 since it last compiled is reused (incremental.py); a large batch is built in two processes.
 """
@@ -13,22 +13,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, incremental
+from .. import __version__
+from ..check.shellcheck import Checked, check_scripts, find_shellcheck
+from ..core.cache import Location, Store, digest, private_location
+from ..core.diagnostics import Diagnostic, ObcError
+from ..core.workers import map_files
+from ..model.job import Job
+from ..read.load import Mark, Source, display_name
+from ..read.lockfile import read_lock, unpinned_images
+from ..read.sources import find_project
+from ..render.render import cache_templates, render_job, render_sweep
+from ..render.shape import shape_of
+from ..render.sweep import RUNS_TABLE, SWEEP_SCRIPT, Sweep, SweepFile, build_sweep, runs_table
+from ..sweep.expand import Expansion
+from ..validate.policy import Policy, policy_for
+from ..validate.policy_rules import Judgement, judge, judge_sweep
+from . import incremental
 from .build import Built, build_jobs, input_files
-from .cache import Location, Store, digest, private_location
-from .check import Checked, check_scripts, find_shellcheck
-from .diagnostics import Diagnostic, ObcError
-from .expand import Expansion
-from .load import Mark, Source, display_name
-from .lockfile import read_lock, unpinned_images
-from .model import Job
-from .policy import Policy, policy_for
-from .policy_rules import Judgement, judge, judge_sweep
-from .render import cache_templates, render_job, render_sweep
-from .shape import shape_of
-from .sources import find_project
-from .sweep import RUNS_TABLE, SWEEP_SCRIPT, Sweep, SweepFile, build_sweep, runs_table
-from .workers import map_files
 
 RUN_FILE_SUFFIXES = (".yaml", ".yml")
 SCRIPT_NAME = "job.sh"

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
-from .diagnostics import ObcError
+from ..core.diagnostics import ObcError
+from ..core.project import names_root
+from ..render.summary import GENERATED_PREFIX
+from ..render.sweep import RUNS_TABLE, SWEEP_SCRIPT
 from .pipeline import SCRIPT_MODE, SCRIPT_NAME
-from .project import names_root
-from .summary import GENERATED_PREFIX
-from .sweep import RUNS_TABLE, SWEEP_SCRIPT
 
 HEADER_PREFIX = "# " + GENERATED_PREFIX
 HEADER_SUFFIX = ". DO NOT EDIT."

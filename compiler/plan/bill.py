@@ -12,14 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from . import shell
-from .axolotl import ConfigError, read_config
-from .gpu_hours import Compute, compute, compute_of
-from .meaning import snake_case
-from .model import Checkpoints, Job, OnSignal, Retry, SweepRun
-from .provenance import sha256
-from .rules import AXOLOTL_CONFIG_NAME
-from .runtimes import (
+from ..core import shell
+from ..model.gpu_hours import Compute, compute, compute_of
+from ..model.job import Checkpoints, Job, OnSignal, Retry, SweepRun
+from ..model.runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_RUN_DIR,
     INVOKER,
@@ -28,9 +24,13 @@ from .runtimes import (
     is_image_file,
     registry_host,
 )
-from .slurm import Slurm
-from .summary import added_options
-from .sweep import Sweep
+from ..model.slurm import Slurm
+from ..read.axolotl import ConfigError, read_config
+from ..render.meaning import snake_case
+from ..render.provenance import sha256
+from ..render.summary import added_options
+from ..render.sweep import Sweep
+from ..validate.rules import AXOLOTL_CONFIG_NAME
 
 # What each engine option obc adds gives the container; {} is the option's value.
 OPTION_MEANINGS = {
@@ -52,7 +52,7 @@ OPTION_MEANINGS = {
     "--no-container-mount-home": "the user's home is not mounted",
 }
 HF_OFFLINE_VALUES = ("1", "ON", "YES", "TRUE")
-# Run file engine options (passed whole: compiler/engine_args.py) that leave a container
+# Run file engine options (passed whole: compiler/model/engine_args.py) that leave a container
 # without a network.
 NO_NETWORK = ("--network=none",)
 WANDB_OFF_VALUES = ("offline", "disabled")

@@ -14,7 +14,7 @@ import types
 import typing
 from collections.abc import Iterator
 
-from .model import Job
+from ..model.job import Job
 
 SBATCH = "sbatch"
 BILLED: dict[str, str] = {

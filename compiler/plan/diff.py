@@ -14,18 +14,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from . import shell
-from .diagnostics import field_path
-from .meaning import JOB, SWEEP, VARIANT_KEY, Digest, Part, meaning, read_record
-from .model import Job
-from .pipeline import Script
-from .plan_files import describe, embedded_text
-from .policy_rules import Judgement
+from ..core import shell
+from ..core.diagnostics import field_path
+from ..core.text import visible
+from ..model.job import Job
+from ..pipeline.pipeline import Script
+from ..pipeline.write import Change, CompileNamed, Elsewhere
+from ..pipeline.write import plan as plan_writes
+from ..render.meaning import JOB, SWEEP, VARIANT_KEY, Digest, Part, meaning, read_record
+from ..render.sweep import Sweep, SweepFile
+from ..validate.policy_rules import Judgement
+from .files import describe, embedded_text
 from .recorded import recorded_job, rendered_again
-from .sweep import Sweep, SweepFile
-from .text import visible
-from .write import Change, CompileNamed, Elsewhere
-from .write import plan as plan_writes
 
 Action = Literal["add", "change", "remove", "foreign", "keep", "none"]
 ACTIONS: dict[str, Action] = {"missing": "add", "changed": "change", "stale": "remove",

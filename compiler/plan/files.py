@@ -13,9 +13,9 @@ import json
 import re
 from typing import Any
 
-from . import shell
-from .axolotl import ConfigError, read_config
-from .provenance import sha256
+from ..core import shell
+from ..read.axolotl import ConfigError, read_config
+from ..render.provenance import sha256
 
 # A line of the script that writes an embedded file: obc_write_file PATH [chomp] <<'DELIM'
 _WRITE = re.compile(r"obc_write_file (?P<path>.+?)(?P<chomp> chomp)? <<'(?P<delimiter>[^']+)'")

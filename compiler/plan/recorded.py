@@ -13,7 +13,8 @@ import types
 import typing
 from typing import Any
 
-from .meaning import (
+from ..model.job import Job
+from ..render.meaning import (
     DIGEST_KEY,
     KEY_FIELDS,
     VARIANT_KEY,
@@ -23,11 +24,10 @@ from .meaning import (
     meaning,
     part_of,
 )
-from .model import Job
-from .plan_files import embedded_text
-from .provenance import sha256
-from .render import render_job, render_sweep
-from .sweep import Sweep
+from ..render.provenance import sha256
+from ..render.render import render_job, render_sweep
+from ..render.sweep import Sweep
+from .files import embedded_text
 
 
 def rendered_again(record: dict[str, Any], now: Job | Sweep, script: str) -> str | None:

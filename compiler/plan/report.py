@@ -1,5 +1,5 @@
 """How `obc plan` is shown: text for a terminal, JSON for policy tools, markdown for a pull
-request comment (`github`). Each takes the plans of plan.py and writes to a stream.
+request comment (`github`). Each takes the plans of diff.py and writes to a stream.
 
 Text and markdown list one line per script that changes, the totals, then the bill of
 materials of each script compile would add or change; JSON holds the bill of every script
@@ -16,13 +16,13 @@ import re
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from . import shell
+from ..core import shell
+from ..core.text import visible
+from ..model.job import SweepRun
+from ..render.meaning import DIGEST_KEY, Digest
+from ..render.summary import labelled_lines
 from .bill import Bill, SlurmBill, SweepBill, bill_of
-from .meaning import DIGEST_KEY, Digest
-from .model import SweepRun
-from .plan import SYMBOLS, ScriptPlan, totals
-from .summary import labelled_lines
-from .text import visible
+from .diff import SYMBOLS, ScriptPlan, totals
 
 PLAN_FORMAT = 2
 

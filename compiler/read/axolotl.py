@@ -22,9 +22,9 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from .diagnostics import Diagnostic, field_path, show
+from ..core.diagnostics import Diagnostic, field_path, show
+from ..model.runtimes import host_folder, mounts_of
 from .load import CONFIG_FIELD, Mark, Path_, Source
-from .runtimes import host_folder, mounts_of
 from .screen import MAX_DEPTH, syntax_error
 
 # Where Axolotl writes checkpoints when the config does not say (its schema's default), and

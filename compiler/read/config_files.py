@@ -10,8 +10,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from ..core.diagnostics import Diagnostic
 from .axolotl import ConfigError, read_config
-from .diagnostics import Diagnostic
 from .load import CONFIG_FIELD, Mark, Source, display_name
 from .sources import Embedding, SourceError
 

@@ -18,8 +18,9 @@ from typing import Any
 from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .diagnostics import Diagnostic, ObcError, field_path
-from .project import shown
+from ..core.diagnostics import Diagnostic, ObcError, field_path
+from ..core.project import shown
+from ..core.text import describe_character, find_invisible
 from .screen import (
     YAML_TAG,
     EventLoader,
@@ -31,7 +32,6 @@ from .screen import (
     node_mark,
     shorthand,
 )
-from .text import describe_character, find_invisible
 
 MAX_FILE_BYTES = 1024 * 1024
 # The field whose string names a file to embed, and whose mapping is embedded as a file.

@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .diagnostics import Diagnostic, ObcError
+from ..core.diagnostics import Diagnostic, ObcError
+from ..core.project import git_work_tree
+from ..model.job import Job
 from .load import MAX_FILE_BYTES, Source
-from .model import Job
-from .project import git_work_tree
 from .sources import SourceError, TooLargeError, decode_text, find_project, read_inside
 
 LOCK_NAME = "obc.lock"

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .diagnostics import ObcError
-from .project import git_work_tree
+from ..core.diagnostics import ObcError
+from ..core.project import git_work_tree
 
 # What one run file may embed, all its files together: an Axolotl config and a few plugins
 # are tens of KB. Checked against each file's size before it is read.

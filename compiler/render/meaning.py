@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from .model import Job
+from ..model.job import Job
+from ..model.runtimes import Mount
 from .provenance import sha256
-from .runtimes import Mount
 from .sweep import Sweep, SweepEntry
 
 MAX_SHOWN = 200

@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from .diagnostics import field_path
-from .load import Path_
+from ..core.diagnostics import field_path
+from ..read.load import Path_
 
 
 def sha256(data: bytes) -> str:

@@ -17,12 +17,13 @@ from typing import Any
 import jinja2
 import jinja2.bccache
 
-from . import shell, slurm
-from .diagnostics import ObcError
-from .meaning import record_lines
-from .model import Job, lookup
-from .resources import data_dir
-from .runtimes import (
+from ..core import shell
+from ..core.diagnostics import ObcError
+from ..core.resources import data_dir
+from ..core.shell import ShellText
+from ..model import slurm
+from ..model.job import Job, lookup
+from ..model.runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_HOME,
     CONTAINER_RUN_DIR,
@@ -31,7 +32,7 @@ from .runtimes import (
     Enroot,
     Native,
 )
-from .shell import ShellText
+from .meaning import record_lines
 from .summary import GENERATED_PREFIX, help_lines, usage
 from .sweep import USAGE as SWEEP_USAGE
 from .sweep import Sweep

@@ -20,10 +20,10 @@ import dataclasses
 import re
 from collections.abc import Iterable, Iterator
 
-from . import shell
-from .model import Job
+from ..core import shell
+from ..core.shell import ShellText
+from ..model.job import Job
 from .render import Printer, render_job
-from .shell import ShellText
 
 # A comment that shellcheck reads as a directive (Parser.hs, `readAnnotationPrefix`).
 _DIRECTIVE = re.compile("#[ \t\u00a0\u200b]*shellcheck[^\n]*")

@@ -11,11 +11,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
-from .expand import Expansion
-from .load import Mark
-from .model import Job
-from .normalise import DEFAULT_SLURM_OUTPUT
-from .policy_rules import Judgement
+from ..model.job import Job
+from ..normalise.normalise import DEFAULT_SLURM_OUTPUT
+from ..read.load import Mark
+from ..sweep.expand import Expansion
+from ..validate.policy_rules import Judgement
 from .summary import GENERATED_PREFIX, labelled_lines
 
 SWEEP_SCRIPT, RUNS_TABLE = "sweep.sh", "runs.tsv"

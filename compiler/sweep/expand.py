@@ -17,17 +17,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .config_files import ConfigFiles
-from .diagnostics import Diagnostic, describe, field_path
-from .load import CONFIG_FIELD, Mark, Path_, Source
+from ..core.diagnostics import Diagnostic, describe, field_path
+from ..core.text import visible
+from ..model.job import SweepChange, SweepRun
+from ..read.config_files import ConfigFiles
+from ..read.load import CONFIG_FIELD, Mark, Path_, Source
+from ..read.sources import Embedding
+from ..validate.rules.common import get
+from ..validate.validate import matrix_problems
 from .matrix import MATRIX, PLACEHOLDER, SWEEP_ID, Matrix, Value, read_matrix
 from .merge import MISSING, leaf_changes, merge_patch
-from .model import SweepChange, SweepRun
-from .rules.common import get
-from .sources import Embedding
-from .sweep_rules import id_problems
-from .text import visible
-from .validate import matrix_problems
+from .rules import id_problems
 
 # How many combinations of labels obc enumerates, before exclusions; max_runs bounds the runs.
 MAX_COMBINATIONS = 100_000

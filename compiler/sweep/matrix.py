@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .diagnostics import Diagnostic, did_you_mean, show
-from .load import Path_, Source
+from ..core.diagnostics import Diagnostic, did_you_mean, show
+from ..read.load import Path_, Source
 
 MATRIX: Path_ = ("matrix",)
 DEFAULT_MAX_RUNS = 256

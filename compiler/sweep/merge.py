@@ -10,7 +10,7 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .load import Path_
+from ..read.load import Path_
 
 
 class _Missing:

@@ -9,13 +9,13 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .axolotl import ConfigError
-from .config_files import load_as_axolotl
-from .diagnostics import Diagnostic, show
-from .load import CONFIG_FIELD, Path_, Source
+from ..core.diagnostics import Diagnostic, show
+from ..model.job import Job
+from ..read.axolotl import ConfigError
+from ..read.config_files import load_as_axolotl
+from ..read.load import CONFIG_FIELD, Path_, Source
+from ..validate.rules import AXOLOTL_CONFIG_NAME
 from .matrix import MATRIX, Matrix
-from .model import Job
-from .rules import AXOLOTL_CONFIG_NAME
 
 if TYPE_CHECKING:
     from .expand import Member

@@ -18,11 +18,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .diagnostics import Diagnostic, did_you_mean
-from .load import MAX_FILE_BYTES, Source, display_name, parse_source
-from .resources import data_dir
+from ..core.diagnostics import Diagnostic, did_you_mean
+from ..core.resources import data_dir
+from ..read.load import MAX_FILE_BYTES, Source, display_name, parse_source
+from ..read.sources import SourceError, TooLargeError, find_project, read_inside
 from .rules.sbatch_options import SBATCH_DEFAULT_ALLOWED
-from .sources import SourceError, TooLargeError, find_project, read_inside
 
 POLICY_NAME = "obc-policy.yaml"
 BUILT_IN = "obc's built-in sbatch allow-list (README, \"Security\")"

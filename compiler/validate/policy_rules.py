@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .diagnostics import Diagnostic, field_path
-from .gpu_hours import Compute, compute
-from .load import Path_, Source
-from .model import Job
+from ..core.diagnostics import Diagnostic, field_path
+from ..model.gpu_hours import Compute, compute
+from ..model.job import Job
+from ..model.runtimes import Container, Enroot, Native, is_image_file, registry_host
+from ..model.slurm import granted_seconds, time_limit_seconds
+from ..read.load import Path_, Source
 from .policy import Limits, Policy
 from .rules.slurm import SLURM_FIELDS
-from .runtimes import Container, Enroot, Native, is_image_file, registry_host
-from .slurm import granted_seconds, time_limit_seconds
 
 # Where an option refused by default is given a field of its own, or a better way.
 _INSTEAD = {

@@ -1,7 +1,7 @@
 """Stage 2, validate: a loaded run file → every problem in it, located and explained.
 
 First the JSON Schema (schemas/run.schema.json), whose errors are translated into short
-messages with "did you mean"; then the rules a schema cannot express (rules.py). Nothing here
+messages with "did you mean"; then the rules a schema cannot express (rules/). Nothing here
 changes the data.
 """
 
@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from ..core.diagnostics import Diagnostic, closest, describe, did_you_mean, field_path, show
+from ..core.resources import run_schema
+from ..read.axolotl import looks_like_config
+from ..read.load import Path_, Source, is_script_text
 from . import fastschema, rules
-from .axolotl import looks_like_config
-from .diagnostics import Diagnostic, closest, describe, did_you_mean, field_path, show
-from .load import Path_, Source, is_script_text
-from .resources import run_schema
 
 if TYPE_CHECKING:  # imported when there is an error to explain: it is slow to import
     from jsonschema import Draft7Validator, ValidationError

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..load import Path_
+from ...read.load import Path_
 
 
 @dataclass(frozen=True, slots=True)

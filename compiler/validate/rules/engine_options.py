@@ -1,5 +1,5 @@
 """`runtime.extra_args`: engine options that the engine reads as whole options of its `run`
-(compiler/engine_args.py), none of which would undo what the job promises about its
+(compiler/model/engine_args.py), none of which would undo what the job promises about its
 container: that it is made from the billed image, that a step ends when its container does,
 that a stop signal stops it, and that the container is named overbrainer-<id> and removed.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..engine_args import FALSE, TABLES, Option, OptionError, read_options
+from ...model.engine_args import FALSE, TABLES, Option, OptionError, read_options
 from .common import Problem, get
 
 # Options by the reason they cannot be given, whatever their value but false.

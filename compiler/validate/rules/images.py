@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any, NamedTuple
 
-from ..diagnostics import show
-from ..resources import run_schema
-from ..runtimes import ENROOT_DIGESTS, is_image_file
+from ...core.diagnostics import show
+from ...core.resources import run_schema
+from ...model.runtimes import ENROOT_DIGESTS, is_image_file
 from .common import Problem, get
 
 _IMAGE = ("runtime", "image")

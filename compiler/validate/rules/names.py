@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..diagnostics import show
-from ..load import Path_
+from ...core.diagnostics import show
+from ...read.load import Path_
 from .common import Problem, get
 from .runtime import CONTAINER_KINDS
 

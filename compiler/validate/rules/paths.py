@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..diagnostics import show
-from ..load import Path_
-from ..runtimes import is_image_file
+from ...core.diagnostics import show
+from ...model.runtimes import is_image_file
+from ...read.load import Path_
 from .common import Problem, get
 from .names import declared_names
 

@@ -7,9 +7,9 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
-from ..diagnostics import show
-from ..load import Path_
-from ..runtimes import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR
+from ...core.diagnostics import show
+from ...model.runtimes import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR
+from ...read.load import Path_
 from .common import Problem, get
 
 ENGINE_KINDS = ("docker", "podman")

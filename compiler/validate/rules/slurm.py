@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..diagnostics import did_you_mean
-from ..load import Path_
-from ..slurm import RENDEZVOUS_NAMES
+from ...core.diagnostics import did_you_mean
+from ...model.slurm import RENDEZVOUS_NAMES
+from ...read.load import Path_
 from .common import Problem, get
 from .names import declared_names
 from .sbatch_options import (

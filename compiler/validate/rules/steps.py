@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..axolotl import AXOLOTL_CONFIG_NAME
-from ..diagnostics import show
-from ..engine_args import passed_words
-from ..load import Path_
+from ...core.diagnostics import show
+from ...model.engine_args import passed_words
+from ...read.axolotl import AXOLOTL_CONFIG_NAME
+from ...read.load import Path_
 from .common import Problem, get
 
 # Linux refuses one argument or environment string of 32 pages (MAX_ARG_STRLEN) at exec.

@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..diagnostics import show
-from ..model import DEFAULT_STOP_TIMEOUT
-from ..slurm import default_signal, granted_seconds, time_limit_seconds
-from ..trainer import DEFAULT_GRACE
+from ...core.diagnostics import show
+from ...model.job import DEFAULT_STOP_TIMEOUT
+from ...model.slurm import default_signal, granted_seconds, time_limit_seconds
+from ...normalise.trainer import DEFAULT_GRACE
 from .common import Problem, get
 
 # The signals job.sh traps, and so can stop its step on.

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..diagnostics import show
-from ..load import Path_
+from ...core.diagnostics import show
+from ...read.load import Path_
 from .common import Problem, get
 from .steps import AXOLOTL_CONFIG_NAME, passed_engine_options
 
