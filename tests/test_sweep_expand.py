@@ -9,8 +9,9 @@ import pytest
 
 from compiler.core.diagnostics import ObcError
 from compiler.lock.lock import find_tags
+from compiler.pipeline.changes import changes_to as plan
 from compiler.pipeline.pipeline import compile_files
-from compiler.pipeline.write import apply, plan
+from compiler.pipeline.write import apply
 from compiler.read.load import Mark
 
 NATIVE = """\

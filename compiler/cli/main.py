@@ -22,8 +22,9 @@ from .. import __version__
 from ..core.diagnostics import Diagnostic, ObcError
 from ..core.resources import schema_path
 from ..core.text import visible
+from ..pipeline.changes import Change, Elsewhere, changes_to
 from ..pipeline.pipeline import Options, Result, compile_files
-from ..pipeline.write import Change, Elsewhere, apply, plan, write_atomic
+from ..pipeline.write import apply, write_atomic
 from ..read.lockfile import default_lock_path, format_lock
 from ..read.sources import allowed_folders
 from .reporters import REPORTERS
@@ -178,8 +179,8 @@ def _lock_file(args: argparse.Namespace) -> Path:
 def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]], *,
                       shellcheck: bool, **options: bool) -> list[T] | None:
     """Compile the inputs (with these pipeline.Options besides the shared ones) and compare
-    the scripts with OUT through `compare` (write.plan or plan.plan_scripts); None, with the
-    problems reported, if the inputs have any."""
+    the scripts with OUT through `compare` (changes_to, or plan.diff.plan_scripts); None,
+    with the problems reported, if the inputs have any."""
     if args.lock is not None and not args.lock.is_file():
         raise ObcError(f"{args.lock}: no such lock file")
     # shellcheck runs, and scripts compiled before are reused, only when compile_files is
@@ -229,7 +230,7 @@ def _warn(result: Result) -> None:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    changes = _compare_with_out(args, plan, shellcheck=True, full_check=args.full_check,
+    changes = _compare_with_out(args, changes_to, shellcheck=True, full_check=args.full_check,
                                 cache=not args.no_cache)
     if changes is None:
         return EXIT_INVALID

@@ -14,18 +14,9 @@ from typing import Literal, NamedTuple
 from .runtimes import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR, Apptainer, Container, Enroot, Native
 from .slurm import RENDEZVOUS_NAMES, Slurm
 
-DEFAULT_IMAGE = (
-    "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1"
-    "@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b"
-)
-# Seconds a stopped step has between TERM and KILL: a trainer that saves on TERM needs more
-# than the engines' 10 s.
-DEFAULT_STOP_TIMEOUT = 60
-
 Gpus = Literal["all", "none"] | tuple[str, ...]
 # Which checkpoint train resumes from: only one the same training inputs made, any, or none.
 Resume = Literal["same-inputs", "any", "never"]
-DEFAULT_RESUME: Resume = "same-inputs"
 Nodes = Literal["all", "first"]
 
 

@@ -11,12 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..core.shell import ShellText
-
-# The signal Slurm sends the script before the time limit.
-DEFAULT_SLURM_SIGNAL = "B:TERM@120"
-# With slurm.max_restarts: a signal that scancel and preemption do not send, so that the job
-# can tell the time limit and requeue itself.
-DEFAULT_RESTART_SIGNAL = "B:USR1@120"
+from .defaults import DEFAULT_RESTART_SIGNAL, DEFAULT_SLURM_SIGNAL
 
 
 def default_signal(slurm: dict) -> str:

@@ -1,7 +1,7 @@
 """Stage 3, normalise: valid run-file data (+ the files it names) → a `Job`, defaults applied.
 
-This is the only place defaults live. The input has passed validation, so the data has the
-shape the schema promises; nothing here reports problems.
+The defaults it applies live in model/defaults.py. The input has passed validation, so the
+data has the shape the schema promises; nothing here reports problems.
 """
 
 from __future__ import annotations
@@ -10,10 +10,16 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from ..model.defaults import (
+    DEFAULT_CACHE_DIR,
+    DEFAULT_IMAGE,
+    DEFAULT_RENDEZVOUS_PORT,
+    DEFAULT_RUN_DIR,
+    DEFAULT_SLURM_OUTPUT,
+    DEFAULT_STOP_TIMEOUT,
+)
 from ..model.engine_args import normal_words
 from ..model.job import (
-    DEFAULT_IMAGE,
-    DEFAULT_STOP_TIMEOUT,
     EmbeddedFile,
     Job,
     Retry,
@@ -35,8 +41,6 @@ from ..read.axolotl import read_config
 from ..read.load import CONFIG_FIELD, Path_
 from . import trainer
 
-DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
-DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"
 # Axolotl sends no telemetry (with no network, it would keep `axolotl train` from exiting),
 # and a resumed run continues its W&B run (the job sets WANDB_RUN_ID, which needs the run
 # dir, where it runs).
@@ -44,8 +48,6 @@ NO_TELEMETRY = (("AXOLOTL_DO_NOT_TRACK", "1"),)
 AXOLOTL_ENV = (*NO_TELEMETRY, ("WANDB_RESUME", "allow"))
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
 # run dir may not exist before the job creates it).
-DEFAULT_SLURM_OUTPUT = "%x-%j.out"
-DEFAULT_RENDEZVOUS_PORT = 29500
 WANDB_GROUP = "WANDB_RUN_GROUP"
 
 

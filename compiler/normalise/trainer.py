@@ -10,17 +10,20 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from ..model.job import DEFAULT_RESUME, Checkpoints, EmbeddedFile, OnSignal, Resume, Step
+from ..model.defaults import (
+    DEFAULT_CHECK_INTERVAL,
+    DEFAULT_GRACE,
+    DEFAULT_OUTPUT_DIR,
+    DEFAULT_PREPARED_DIR,
+    DEFAULT_RESUME,
+)
+from ..model.job import Checkpoints, EmbeddedFile, OnSignal, Resume, Step
 from ..model.runtimes import Mount, host_folder
-from ..read.axolotl import AXOLOTL_CONFIG_NAME, DEFAULT_OUTPUT_DIR, TRIGGER_FILE
+from ..read.axolotl import AXOLOTL_CONFIG_NAME, TRIGGER_FILE
 
 # Step name and Axolotl command, in the order they run.
 AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
 TRAIN = "train"
-DEFAULT_GRACE = 45
-DEFAULT_CHECK_INTERVAL = 1
-# Where Axolotl 0.19 keeps the prepared dataset when the config names no dataset_prepared_path.
-DEFAULT_PREPARED_DIR = "last_run_prepared"
 
 
 def resume_policy(data: dict[str, Any]) -> Resume:

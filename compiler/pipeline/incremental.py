@@ -5,7 +5,7 @@ unchanged tree only reads it and its record.
 
 A record holds, for each file, where it goes under OUT, its mode, its text and where the id
 it is named after stands. It says what the run file compiles to, never what is in OUT:
-write.plan compares the files in OUT with that text, byte for byte, as with any compile.
+changes.changes_to compares the files in OUT with that text, byte for byte, as with any compile.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Reuse:
 @dataclass(frozen=True, slots=True)
 class Reused:
     """A file under OUT as its run file compiled to it last time, and so compiles to it now:
-    what write.plan and the duplicate-id check need of it (pipeline.Script and
+    what changes_to and the duplicate-id check need of it (pipeline.Script and
     sweep.SweepFile say more)."""
 
     relative_path: str

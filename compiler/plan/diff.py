@@ -18,9 +18,8 @@ from ..core import shell
 from ..core.diagnostics import field_path
 from ..core.text import visible
 from ..model.job import Job
+from ..pipeline.changes import Change, CompileNamed, Elsewhere, changes_to
 from ..pipeline.pipeline import Script
-from ..pipeline.write import Change, CompileNamed, Elsewhere
-from ..pipeline.write import plan as plan_writes
 from ..render.meaning import JOB, SWEEP, VARIANT_KEY, Digest, Part, meaning, read_record
 from ..render.sweep import Sweep, SweepFile
 from ..validate.policy_rules import Judgement
@@ -277,7 +276,7 @@ class ScriptPlan:
 
 def plan_scripts(out: Path, scripts: Iterable[Script], *, compile_named: CompileNamed,
                  prune: bool = False) -> list[ScriptPlan]:
-    """Return what compile would do to each script under OUT, in path order (write.plan's
+    """Return what compile would do to each script under OUT, in path order (changes_to's
     decisions, `compile_named` compiling the run files named there but not given: the same
     conflicts raise ObcError)."""
     scripts = list(scripts)
@@ -293,7 +292,7 @@ def plan_scripts(out: Path, scripts: Iterable[Script], *, compile_named: Compile
               if isinstance(script, (Script, SweepFile))}
     return [replace(_script_plan(change, jobs.get(change.path)),
                     judgement=judged.get(change.path))
-            for change in plan_writes(out, scripts, prune=prune, compile_named=with_jobs)]
+            for change in changes_to(out, scripts, prune=prune, compile_named=with_jobs)]
 
 
 def _script_plan(change: Change, job: Job | Sweep | None) -> ScriptPlan:

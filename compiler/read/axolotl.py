@@ -23,15 +23,14 @@ from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from ..core.diagnostics import Diagnostic, field_path, show
+from ..model.defaults import DEFAULT_OUTPUT_DIR
 from ..model.runtimes import host_folder, mounts_of
 from .load import CONFIG_FIELD, Mark, Path_, Source
 from .screen import MAX_DEPTH, syntax_error
 
-# Where Axolotl writes checkpoints when the config does not say (its schema's default), and
-# the file that makes it save one (utils/callbacks/dynamic_checkpoint.py).
-DEFAULT_OUTPUT_DIR = "./model-out"
 # Where the job writes the config, in the run dir.
 AXOLOTL_CONFIG_NAME = "axolotl.yaml"
+# The file that makes Axolotl save a checkpoint (utils/callbacks/dynamic_checkpoint.py).
 TRIGGER_FILE = "axolotl_checkpoint.save"
 
 # Keys of the config whose string values are files Axolotl reads, by where they stand: a

@@ -11,8 +11,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
+from ..model.defaults import DEFAULT_SLURM_OUTPUT
 from ..model.job import Job
-from ..normalise.normalise import DEFAULT_SLURM_OUTPUT
 from ..read.load import Mark
 from ..sweep.expand import Expansion
 from ..validate.policy_rules import Judgement

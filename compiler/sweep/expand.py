@@ -14,7 +14,7 @@ import json
 import math
 from collections import ChainMap
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.diagnostics import Diagnostic, describe, field_path
@@ -25,26 +25,13 @@ from ..read.load import CONFIG_FIELD, Mark, Path_, Source
 from ..read.sources import Embedding
 from ..validate.rules.common import get
 from ..validate.validate import matrix_problems
-from .matrix import MATRIX, PLACEHOLDER, SWEEP_ID, Matrix, Value, read_matrix
+from .matrix import MATRIX, PLACEHOLDER, SWEEP_ID, Matrix, Member, Value, read_matrix
 from .merge import MISSING, leaf_changes, merge_patch
 from .rules import id_problems
 
 # How many combinations of labels obc enumerates, before exclusions; max_runs bounds the runs.
 MAX_COMBINATIONS = 100_000
 SHOWN_VALUE_LENGTH = 60
-
-
-@dataclass(slots=True)
-class Member:
-    """One run of a sweep: its Source (None when it could not be built), and its problems."""
-
-    id: str
-    values: tuple[Value, ...]
-    labels: tuple[tuple[str, str], ...]
-    name: str | None
-    source: Source | None = None
-    run: SweepRun | None = None
-    problems: list[Diagnostic] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

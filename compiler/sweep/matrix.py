@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.diagnostics import Diagnostic, did_you_mean, show
+from ..model.defaults import DEFAULT_MAX_RUNS
+from ..model.job import SweepRun
 from ..read.load import Path_, Source
 
 MATRIX: Path_ = ("matrix",)
-DEFAULT_MAX_RUNS = 256
 # Placeholders of the id template, and the names they may not use for an axis.
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 SWEEP_ID = "id"
@@ -46,6 +47,19 @@ class Value:
         for key in reversed(self.root):
             patch = {key: patch}
         return patch
+
+
+@dataclass(slots=True)
+class Member:
+    """One run of a sweep: its Source (None when it could not be built), and its problems."""
+
+    id: str
+    values: tuple[Value, ...]
+    labels: tuple[tuple[str, str], ...]
+    name: str | None
+    source: Source | None = None
+    run: SweepRun | None = None
+    problems: list[Diagnostic] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import functools
 import posixpath
 import re
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.diagnostics import Diagnostic, show
 from ..model.job import Job
@@ -15,10 +15,7 @@ from ..read.axolotl import ConfigError
 from ..read.config_files import load_as_axolotl
 from ..read.load import CONFIG_FIELD, Path_, Source
 from ..validate.rules import AXOLOTL_CONFIG_NAME
-from .matrix import MATRIX, Matrix
-
-if TYPE_CHECKING:
-    from .expand import Member
+from .matrix import MATRIX, Matrix, Member
 
 ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}", re.ASCII)
 ID_HINT = "use shorter labels, or an id template (matrix.id)"

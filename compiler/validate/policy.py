@@ -70,7 +70,8 @@ class Policy:
         return f"{built_in}site policy rule {rule} ({place})"
 
 
-DEFAULT_POLICY = Policy()
+# A project without obc-policy.yaml: its fields say nothing, so obc's built-in rules alone apply.
+NO_POLICY = Policy()
 
 
 def policy_for(named: Path | None, run_file: Path,
@@ -80,7 +81,7 @@ def policy_for(named: Path | None, run_file: Path,
     if named is not None:
         return read_policy(named, allowed)
     found = find_project(run_file, allowed).root / POLICY_NAME
-    return read_policy(found, allowed) if os.path.lexists(found) else (DEFAULT_POLICY, [])
+    return read_policy(found, allowed) if os.path.lexists(found) else (NO_POLICY, [])
 
 
 def read_policy(path: Path, allowed: tuple[Path, ...] = ()) -> tuple[Policy, list[Diagnostic]]:
@@ -91,13 +92,13 @@ def read_policy(path: Path, allowed: tuple[Path, ...] = ()) -> tuple[Policy, lis
     except SourceError as error:
         limit = f"; a policy file holds at most {MAX_FILE_BYTES:,} bytes" \
             if isinstance(error, TooLargeError) else ""
-        return DEFAULT_POLICY, [Diagnostic(name, 1, 1, "", f"this policy file {error}{limit}",
+        return NO_POLICY, [Diagnostic(name, 1, 1, "", f"this policy file {error}{limit}",
                                            error.hint)]
     source, problems = parse_source(Source(file=name, directory=path.parent), data)
     if not problems:
         problems = _schema_problems(source)
     if problems:
-        return DEFAULT_POLICY, problems
+        return NO_POLICY, problems
     return _policy(source), []
 
 

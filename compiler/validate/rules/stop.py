@@ -9,15 +9,13 @@ import re
 from collections.abc import Iterator
 
 from ...core.diagnostics import show
-from ...model.job import DEFAULT_STOP_TIMEOUT
+from ...model.defaults import DEFAULT_GRACE, DEFAULT_STOP_TIMEOUT, SLURM_DEFAULT_LEAD
 from ...model.slurm import default_signal, granted_seconds, time_limit_seconds
-from ...normalise.trainer import DEFAULT_GRACE
 from .common import Problem, get
 
 # The signals job.sh traps, and so can stop its step on.
 TRAPPED = ("TERM", "INT", "HUP", "USR1", "USR2")
 _SIGNAL = re.compile(r"(?P<to>[RB]{1,2}:)?(?:SIG)?(?P<name>[A-Z0-9]+)(?:@(?P<lead>[0-9]+))?")
-SLURM_DEFAULT_LEAD = 60
 
 
 def check(data: dict) -> Iterator[Problem]:
