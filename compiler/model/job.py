@@ -11,10 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from .runtimes import CONTAINER_CACHE_DIR, CONTAINER_RUN_DIR, Apptainer, Container, Enroot, Native
+from .runtimes import CONTAINER_CACHE_DIR, Apptainer, Container, Enroot, Gpus, Native
 from .slurm import RENDEZVOUS_NAMES, Slurm
 
-Gpus = Literal["all", "none"] | tuple[str, ...]
 # Which checkpoint train resumes from: only one the same training inputs made, any, or none.
 Resume = Literal["same-inputs", "any", "never"]
 Nodes = Literal["all", "first"]
@@ -169,6 +168,29 @@ class Job:
         return self.checkpoints is not None and "WANDB_RUN_ID" not in dict(self.env)
 
     @property
+    def resumes(self) -> bool:
+        """Whether train resumes from a checkpoint (resume is not `never`): the script then
+        takes --resume-from, and a finished step counts only for the same training inputs."""
+        return self.checkpoints is not None and self.checkpoints.resume != "never"
+
+    @property
+    def checkpoints_in_run_dir(self) -> bool:
+        """Whether train writes its checkpoints under the run dir (not in a mount's folder)."""
+        return self.checkpoints is not None and self.checkpoints.host_base is None
+
+    @property
+    def requeues_at_time_limit(self) -> bool:
+        """Whether the job requeues itself when Slurm signals that the time limit is near:
+        with slurm.max_restarts, and a signal only the time limit sends."""
+        return bool(self.slurm and self.slurm.max_restarts and self.slurm.time_limit_signal)
+
+    @property
+    def writes_into_run_dir(self) -> bool:
+        """Whether the script writes files into the run dir: the embedded files, and its own
+        copy that srun starts for the node tasks."""
+        return bool(self.files or self.node_tasks)
+
+    @property
     def run_hash(self) -> bool:
         """Whether the script makes the run dir's short hash: its container is named after it,
         and its W&B run id holds it."""
@@ -289,20 +311,9 @@ class Job:
 
     @property
     def gpu_args(self) -> tuple[str, ...]:
-        """The engine options that give the container its GPUs (SPEC §4.3)."""
-        if self.container is None:
-            return ()
-        if self.container.engine == "docker":
-            if self.gpus == "none":
-                return ()
-            device = "all" if self.gpus == "all" else '"device=' + ",".join(self.gpus) + '"'
-            return ("--gpus", device, "--ulimit", "memlock=-1", "--ulimit", "stack=67108864")
-        label = ("--security-opt=label=disable",)
-        if self.gpus == "none":
-            return label
-        ids = ("all",) if self.gpus == "all" else self.gpus
-        devices = tuple(arg for i in ids for arg in ("--device", f"nvidia.com/gpu={i}"))
-        return (*devices, *label, "--ulimit", "host")
+        """The engine options that give the container this job's GPUs (the engine's own:
+        Container.gpu_args)."""
+        return self.container.gpu_args(self.gpus) if self.container else ()
 
     @property
     def cuda_visible_devices(self) -> str | None:
@@ -332,23 +343,13 @@ class Job:
 
     @property
     def apptainer_args(self) -> tuple[str, ...]:
-        """The options obc gives `apptainer exec` besides binds, home and working dir:
-        --no-eval always, so that apptainer passes values as they are."""
-        if self.apptainer is None:
-            return ()
-        return ((("--cleanenv",) if self.apptainer.cleanenv else ())
-                + (("--contain",) if self.apptainer.contain else ())
-                + ("--no-eval",) + (("--nv",) if self.gpus != "none" else ()))
+        """The options obc gives `apptainer exec` for this job (Apptainer.exec_args)."""
+        return self.apptainer.exec_args(self.gpus) if self.apptainer else ()
 
     @property
     def enroot_args(self) -> tuple[str, ...]:
-        """The options obc gives each srun step of an enroot job besides image and mounts:
-        the working dir, no home, and every name it sets, which the image and enroot's hooks
-        would otherwise replace."""
-        if self.enroot is None:
-            return ()
-        return (f"--container-workdir={CONTAINER_RUN_DIR}", "--no-container-mount-home",
-                "--container-env=" + ",".join(self.passed_names))
+        """The options obc gives each srun step of this enroot job (Enroot.srun_args)."""
+        return self.enroot.srun_args(self.passed_names) if self.enroot else ()
 
     @property
     def passed_names(self) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 __all__ = [
     "CONTAINER_CACHE_DIR", "CONTAINER_HOME", "CONTAINER_RUN_DIR", "DOCKER_HUB", "INVOKER",
-    "DIGEST", "ROOT", "Apptainer", "Container", "Enroot", "Mount", "Native", "host_folder",
+    "DIGEST", "ROOT", "Apptainer", "Container", "Enroot", "Gpus", "Mount", "Native", "host_folder",
     "is_image_file", "registry_host",
 ]
 
@@ -50,6 +50,9 @@ def host_folder(path: str, mounts: Iterable[Mount]) -> tuple[str | None, str] | 
     return None
 
 
+# The GPUs a job's steps see: all, none, or these ids.
+Gpus = Literal["all", "none"] | tuple[str, ...]
+
 # Who a container's steps run as: the user who starts the job (its uid and gid), root, or
 # an explicit "uid:gid".
 User = str
@@ -83,6 +86,43 @@ class Container:
     def as_root(self) -> bool:
         """Whether the steps run as the image's root: no --user at all."""
         return self.user == ROOT
+
+    @property
+    def as_invoker(self) -> bool:
+        """Whether the steps run as the user who starts the job, with a HOME in the run dir."""
+        return self.user == INVOKER
+
+    @property
+    def keeps_invoker_id(self) -> bool:
+        """Whether the steps run as the invoker through podman's `--userns=keep-id` (rootless
+        podman maps the user to root in the container), not `--user UID:GID`."""
+        return self.as_invoker and self.engine == "podman"
+
+    @property
+    def run_dir_relabel(self) -> str:
+        """What podman adds to the run dir's volume so that SELinux lets this container alone
+        use it (`:Z`); docker adds nothing."""
+        return ":Z" if self.engine == "podman" else ""
+
+    @property
+    def cache_relabel(self) -> str:
+        """What podman adds to the cache's volume, which containers share (`:z`)."""
+        return ":z" if self.engine == "podman" else ""
+
+    def gpu_args(self, gpus: Gpus) -> tuple[str, ...]:
+        """The engine options that give the container `gpus`: docker's --gpus, podman's CDI
+        devices (with SELinux labels off, which the devices need)."""
+        if self.engine == "docker":
+            if gpus == "none":
+                return ()
+            device = "all" if gpus == "all" else '"device=' + ",".join(gpus) + '"'
+            return ("--gpus", device, "--ulimit", "memlock=-1", "--ulimit", "stack=67108864")
+        label = ("--security-opt=label=disable",)
+        if gpus == "none":
+            return label
+        ids = ("all",) if gpus == "all" else gpus
+        devices = tuple(arg for i in ids for arg in ("--device", f"nvidia.com/gpu={i}"))
+        return (*devices, *label, "--ulimit", "host")
 
     @property
     def runs_as_root(self) -> bool:
@@ -136,6 +176,13 @@ class Apptainer(_ImageFile):
     cleanenv: bool = True
     contain: bool = True
 
+    def exec_args(self, gpus: Gpus) -> tuple[str, ...]:
+        """The options obc gives `apptainer exec` besides binds, home and working dir:
+        --no-eval always, so that apptainer passes values as they are."""
+        return ((("--cleanenv",) if self.cleanenv else ())
+                + (("--contain",) if self.contain else ())
+                + ("--no-eval",) + (("--nv",) if gpus != "none" else ()))
+
 
 # An image's digest, as registries, obc.lock and `NAME@DIGEST` write it.
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -164,6 +211,13 @@ class Enroot(_ImageFile):
     mounts: tuple[Mount, ...]
     # enroot before 4.0 reads REGISTRY#IMAGE:TAG only, without a digest.
     enroot_version: int = 3
+
+    def srun_args(self, names: Iterable[str]) -> tuple[str, ...]:
+        """The options obc gives each srun step besides image and mounts: the working dir, no
+        home, and every name the job sets (`names`), which the image and enroot's hooks would
+        otherwise replace."""
+        return (f"--container-workdir={CONTAINER_RUN_DIR}", "--no-container-mount-home",
+                "--container-env=" + ",".join(names))
 
     @property
     def takes_digest(self) -> bool:

@@ -160,7 +160,7 @@ def _user(container: Container) -> str:
         return f"steps run as root (--user {container.user})"
     if container.user != "invoker":
         return f"steps run as {container.user} (--user), who must be able to write the run dir"
-    how = ("--userns=keep-id when rootless" if container.engine == "podman"
+    how = ("--userns=keep-id when rootless" if container.keeps_invoker_id
            else '--user "$(id -u):$(id -g)"')
     return f"steps run as the user who starts the job ({how}), HOME {CONTAINER_HOME}"
 
