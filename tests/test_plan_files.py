@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from compiler.pipeline.pipeline import compile_files
-from compiler.plan.files import describe, embedded_text
+from compiler.plan.files import embedded_text
+from compiler.plan.files import file_change as describe
 from compiler.render.meaning import meaning
 
 RUN = """\

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from compiler.model.job import Job
 from compiler.pipeline.build import build_jobs
 from compiler.pipeline.pipeline import compile_files
-from compiler.plan.diff import diff_meaning, show
+from compiler.plan.diff import diff_meaning
+from compiler.plan.diff import value_line as show
 from compiler.plan.recorded import recorded_job, rendered_again
 from compiler.render.meaning import JOB, VARIANT_KEY, Digest, meaning, read_record
 from compiler.render.render import render_job

@@ -21,7 +21,7 @@ from typing import TypeVar
 from .. import __version__
 from ..core.diagnostics import Diagnostic, ObcError
 from ..core.resources import schema_path
-from ..core.text import visible
+from ..core.text import quoted, visible
 from ..pipeline.changes import Change, Elsewhere, changes_to
 from ..pipeline.pipeline import Options, Result, compile_files
 from ..pipeline.write import apply, write_atomic
@@ -155,14 +155,15 @@ def _seconds(text: str) -> float:
     except ValueError:
         seconds = 0
     if not 0 < seconds < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+        raise argparse.ArgumentTypeError("expected a number of seconds above 0, got "
+                                         f"{quoted(text)}")
     return seconds
 
 
 def _host_name(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9.-]+", text):
         raise argparse.ArgumentTypeError(f"expected a host name (no scheme, port or path), "
-                                         f"got {text!r}")
+                                         f"got {quoted(text)}")
     return text.lower()
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .text import visible
+from .text import quoted, visible
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -76,12 +76,13 @@ def field_path(path: Iterable[str | int]) -> str:
 
 
 def show(value: Any, limit: int = 60) -> str:
-    """Return a short, one-line rendering of a value for a message: strings in quotes."""
-    text = repr(value) if isinstance(value, str) else str(value)
+    """Return a short, one-line rendering of a value for a message: strings in quotes, every
+    character that does not show as itself escaped."""
+    text = quoted(value) if isinstance(value, str) else visible(str(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
     """Describe a YAML value by what YAML made of it: `the number 3.1`, `a list`."""
     if value is None:
         return "null (an empty value)"

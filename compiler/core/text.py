@@ -41,6 +41,12 @@ def visible(text: str) -> str:
                    for char in text)
 
 
+def quoted(value: object) -> str:
+    """Return a value for a message as Python writes it (a string in quotes), with every
+    character that does not show as itself escaped, as `visible` does."""
+    return visible(repr(value))
+
+
 def find_invisible(text: str) -> str | None:
     """Return the first invisible character (is_invisible) in `text`, if any."""
     if text.isascii():

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.diagnostics import Diagnostic
+from ..core.text import quoted
 from ..pipeline.build import build_jobs
 from ..pipeline.pipeline import run_files
 from ..read.load import Source
@@ -60,7 +61,7 @@ def check_lock(paths: Iterable[Path], lock_file: Path, resolve: Resolver,
         if digest != lock.digests[image]:
             problems.append(lock.problem(image, f"moved: the registry now has {digest}, the "
                                                 f"lock {lock.digests[image]}"))
-    problems += [image_problem(source, f"{image!r} is not in {lock.file}")
+    problems += [image_problem(source, f"{quoted(image)} is not in {lock.file}")
                  for image in sorted(set(tags) - set(lock.digests)) for source in tags[image]]
     problems += [lock.problem(image, "stale: no run file uses this image")
                  for image in sorted(set(lock.digests) - set(tags))]
@@ -102,6 +103,6 @@ def _resolve_all(images: list[str], tags: Tags,
         try:
             found[image] = resolve(image)
         except ResolveError as error:
-            problems += [image_problem(source, f"cannot resolve {image!r}: {error}")
+            problems += [image_problem(source, f"cannot resolve {quoted(image)}: {error}")
                          for source in tags[image]]
     return found, problems

@@ -26,6 +26,7 @@ from email.message import Message
 from typing import Any
 
 from ..core.diagnostics import ObcError
+from ..core.text import quoted
 from ..model.runtimes import registry_host
 
 # A registry serves a tag only in a type the client accepts (distribution answers 404 for an
@@ -171,9 +172,9 @@ def _site(url: str) -> tuple[str, str]:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 (a port that is not a number raises here)
     except ValueError as error:
-        raise ResolveError(f"{url!r} is not a web address: {error}") from error
+        raise ResolveError(f"{quoted(url)} is not a web address: {error}") from error
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ResolveError(f"{url!r} is not a web address")
+        raise ResolveError(f"{quoted(url)} is not a web address")
     return parts.scheme, parts.hostname
 
 
@@ -186,8 +187,8 @@ class _SameSite(urllib.request.HTTPRedirectHandler):
             newurl: str) -> urllib.request.Request:
         fp.close()  # the redirect's own body is never read
         if _site(newurl) != _site(req.full_url):
-            raise ResolveError(f"{_host(req.full_url)} redirected to {newurl!r}, on another host; "
-                               f"{ONLY_THE_REGISTRY}")
+            raise ResolveError(f"{_host(req.full_url)} redirected to {quoted(newurl)}, on another "
+                               f"host; {ONLY_THE_REGISTRY}")
         return urllib.request.Request(newurl, headers=dict(req.header_items()),
                                       method=req.get_method())
 
@@ -219,7 +220,7 @@ def _body(response: http.client.HTTPResponse, host: str) -> bytes:
     than obc reads, or an announced length that is not a number is an error."""
     announced = response.headers.get("Content-Length")
     if announced is not None and not announced.isdigit():
-        raise ResolveError(f"{host} announced a length of {announced!r}")
+        raise ResolveError(f"{host} announced a length of {quoted(announced)}")
     if announced is not None and int(announced) > MAX_MANIFEST:
         raise ResolveError(f"{host} announced {int(announced):,} bytes; obc reads at most "
                            f"{MAX_MANIFEST:,}")
@@ -272,12 +273,12 @@ def _check_realm(reference: Reference, realm: str, allowed_realms: frozenset[str
         scheme, host = _site(realm)
     except ResolveError as error:
         raise ResolveError(f"{reference.registry} names a token service that is not a web "
-                           f"address: {realm!r}") from error
+                           f"address: {quoted(realm)}") from error
     registry = _site(reference.manifest_url)
     allowed = host in allowed_realms or KNOWN_REALMS.get(registry[1]) == host
     if (scheme, host) == registry or allowed and (scheme == "https" or is_loopback(host)):
         return
-    raise ResolveError(f"{reference.registry} names the token service {realm!r} on another "
+    raise ResolveError(f"{reference.registry} names the token service {quoted(realm)} on another "
                        f"host or scheme; {ONLY_THE_REGISTRY}: if that service is the "
                        f"registry's own, allow its host with --allow-realm {host}")
 

@@ -3,13 +3,15 @@
 Both are cobra programs whose options pflag reads. obc reads a run file's engine options by
 pflag's rules against the engine's own option table, and hands them on as whole words
 (`--name` or `--name=value`): no word the job passes can then take the next one, the image,
-as its value (attack review 2, F2).
+as its value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+
+from ..core.text import quoted
 
 
 def _names(text: str) -> frozenset[str]:
@@ -112,7 +114,7 @@ def read_options(engine: str, word: str) -> tuple[Option, ...]:
         return (_long_option(table, engine, word),)
     if word.startswith("-") and len(word) > 1:
         return tuple(_shorthands(table, engine, word[1:]))
-    raise OptionError(f"{word!r} is not an option: the engine would read it as the image")
+    raise OptionError(f"{quoted(word)} is not an option: the engine would read it as the image")
 
 
 def normal_words(engine: str, words: Iterable[str]) -> tuple[str, ...]:
@@ -163,5 +165,5 @@ def _checked(table: OptionTable, name: str, value: str | None, written: str) -> 
         raise OptionError(f"{written} takes a value, which the engine would take from the next "
                           f"word, the image; give it in the same word: --{name}=VALUE")
     if name in table.flags and value is not None and value not in TRUE + FALSE:
-        raise OptionError(f"{written}: --{name} takes true or false after '=', not {value!r}")
+        raise OptionError(f"{written}: --{name} takes true or false after '=', not {quoted(value)}")
     return Option(name, value)

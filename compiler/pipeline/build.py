@@ -13,6 +13,7 @@ from pathlib import Path
 from .. import __version__
 from ..core.diagnostics import Diagnostic
 from ..core.project import source_name
+from ..core.text import quoted
 from ..model.job import Job, SweepRun
 from ..normalise.normalise import attachment_fields, normalise
 from ..read.axolotl import ConfigError, config_problems, read_config
@@ -153,7 +154,7 @@ def _read_attachments(source: Source, embedding: Embedding) -> tuple[dict, list[
                                        error.mark.line, error.mark.column, "", str(error),
                                        error.hint))
         except ValueError as error:
-            problems.append(source.problem(path, f"file {relative!r}: {error}",
+            problems.append(source.problem(path, f"file {quoted(relative)}: {error}",
                                            getattr(error, "hint", None)))
             if isinstance(error, BudgetError):
                 break  # read nothing more of a run file that embeds too much

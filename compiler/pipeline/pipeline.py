@@ -146,10 +146,10 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
     root, result.cache_refused = cache.folder, cache.refused
     cache_templates(root)
     pinned_by = options.lock if options.require_digests else None
-    plan = _Plan(out is not None and not options.full_check, options.full_check,
+    setup = _Setup(out is not None and not options.full_check, options.full_check,
                  options.allowed, options.policy, digests, pinned_by,
                  _reuse(out, root, options.allowed, digests, pinned_by))
-    compiled = map_files(functools.partial(_compile_one, plan), run_files(paths))
+    compiled = map_files(functools.partial(_compile_one, setup), run_files(paths))
     for one, _ in compiled:
         result.scripts += one.scripts
         result.sweeps += one.sweeps
@@ -162,17 +162,17 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
     result.diagnostics += _duplicate_ids(outputs)
     if out is not None and not result.diagnostics:
         result.diagnostics += check_scripts(_to_check(out, result), Store(root, "findings"))
-        if not result.diagnostics and plan.reuse is not None:
+        if not result.diagnostics and setup.reuse is not None:
             for _, memo in compiled:
                 if memo is not None:
-                    plan.reuse.store.put(*memo)  # checked clean: worth keeping
+                    setup.reuse.store.put(*memo)  # checked clean: worth keeping
     # A sweep's runs can share a problem of their run file (an unpinned image): once.
     result.diagnostics = sorted(set(result.diagnostics))
     return result
 
 
 @dataclass(frozen=True, slots=True)
-class _Plan:
+class _Setup:
     """What each file's compile takes besides its path: whether to shape its scripts, whether
     to check them all as written, the folders it may read, the site policy named, the image
     lock (and whether images must be pinned), reuse of earlier outputs."""
@@ -201,38 +201,38 @@ def _reuse(out: Path | None, root: Path | None, *settings: object) -> incrementa
 Memo = tuple[str, dict] | None
 
 
-def _compile_one(plan: _Plan, path: Path) -> tuple[Result, Memo]:
+def _compile_one(setup: _Setup, path: Path) -> tuple[Result, Memo]:
     """Compile one run file: reused when unchanged (its policy too), else built, judged by
     its policy, rendered (and shaped)."""
-    policy, problems = policy_for(plan.policy, path, plan.allowed)
+    policy, problems = policy_for(setup.policy, path, setup.allowed)
     if problems:
         return Result(diagnostics=problems), None
     key = None
-    if plan.reuse is not None:
-        key, reused = incremental.lookup(plan.reuse, path, find_project(path, plan.allowed).root,
+    if setup.reuse is not None:
+        key, reused = incremental.lookup(setup.reuse, path, find_project(path, setup.allowed).root,
                                          repr(policy))
-        if reused is not None and not plan.full_check:
+        if reused is not None and not setup.full_check:
             return Result(reused=reused), None
-    built = build_jobs(path, plan.digests, plan.allowed, policy)
-    result = _render(plan, built, policy)
+    built = build_jobs(path, setup.digests, setup.allowed, policy)
+    result = _render(setup, built, policy)
     if key is None or result.diagnostics or result.warnings:
         return result, None  # compiled again next time: its warnings are said again
     record = incremental.record(result.outputs, input_files(built), path.parent)
     return result, None if record is None else (key, record)
 
 
-def _render(plan: _Plan, built: Built, policy: Policy) -> Result:
+def _render(setup: _Setup, built: Built, policy: Policy) -> Result:
     """The scripts of a run file's jobs, with the policy's verdicts, and its sweep's files."""
     result = Result(diagnostics=list(built.problems))
     for source, job in built.jobs:
-        if plan.pinned_by is not None:
-            result.diagnostics += unpinned_images(source, job, plan.pinned_by)
+        if setup.pinned_by is not None:
+            result.diagnostics += unpinned_images(source, job, setup.pinned_by)
         text = render_job(job)
         problems = _script_size(source, job, text)
         result.diagnostics += problems
         if not problems:
             result.scripts.append(Script(job, text, source.file, source.mark(("id",)),
-                                         shape_of(job, text) if plan.shapes else None,
+                                         shape_of(job, text) if setup.shapes else None,
                                          Judgement(policy, tuple(judge(job, policy)))))
     if built.sweep is not None and built.jobs and len(result.scripts) == len(built.jobs):
         result.sweeps += sweep_files(built.sweep, result.scripts, policy)

@@ -23,7 +23,7 @@ from ..pipeline.pipeline import Script
 from ..render.meaning import JOB, SWEEP, VARIANT_KEY, Digest, Part, meaning, read_record
 from ..render.sweep import Sweep, SweepFile
 from ..validate.policy_rules import Judgement
-from .files import describe, embedded_text
+from .files import embedded_text, file_change
 from .recorded import recorded_job, rendered_again
 
 Action = Literal["add", "change", "remove", "foreign", "keep", "none"]
@@ -117,13 +117,13 @@ class FieldChange:
                       None)
             if by is not None and isinstance(value, dict):
                 value = value.get(by)
-            shown = "" if isinstance(value, dict) or _hidden(value) else f" ({show(value)})"
+            shown = "" if isinstance(value, dict) or _hidden(value) else f" ({value_line(value)})"
             return f"{self.label} {self.kind}" + (shown if self.kind == "added" else "")
         if _hidden(self.before) or _hidden(self.after) or _is_provenance(self.path):
             return f"{self.label}: {self.detail}" if self.detail else f"{self.label} changed"
         if self.path == ("runtime", "image"):
             return _image_change(self.before, self.after)
-        before, after = show(self.before), show(self.after)
+        before, after = value_line(self.before), value_line(self.after)
         colon = ":" if " " in before + after else ""
         return f"{self.label}{colon} {before} → {after}"
 
@@ -147,7 +147,7 @@ def _is_provenance(path: tuple[str, ...]) -> bool:
     return any(_matches(pattern, path) for pattern in PROVENANCE)
 
 
-def show(value: Any) -> str:
+def value_line(value: Any) -> str:
     """Return a plain value as one line: strings and lists as shell words, as the header does."""
     if value is None:
         return "none"
@@ -156,7 +156,7 @@ def show(value: Any) -> str:
     if isinstance(value, str):
         return visible(_word(value))
     if isinstance(value, list):
-        return visible(" ".join(_word(item) if isinstance(item, str) else show(item)
+        return visible(" ".join(_word(item) if isinstance(item, str) else value_line(item)
                                 for item in value)) if value else "none"
     if isinstance(value, Digest | dict):
         return _shown_whole(value)
@@ -186,7 +186,7 @@ def _image_change(before: str, after: str) -> str:
     name_before, _, digest_before = before.partition("@")
     name_after, _, digest_after = after.partition("@")
     if name_before != name_after:
-        return f"image {show(before)} → {show(after)}"
+        return f"image {value_line(before)} → {value_line(after)}"
     if digest_before and digest_after:
         return "image digest changed"
     return "image pinned by digest" if digest_after else "image no longer pinned by digest"
@@ -382,7 +382,7 @@ def _with_file_detail(change: FieldChange, script: str, job: Job | Sweep) -> Fie
     new = next((file.content for file in job.files if file.path == change.path[1]), None)
     if not isinstance(old, str) or new is None:
         return change
-    return replace(change, detail=describe(old, new))
+    return replace(change, detail=file_change(old, new))
 
 
 def totals(plans: list[ScriptPlan]) -> dict[str, int]:

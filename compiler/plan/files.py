@@ -42,7 +42,7 @@ def embedded_text(script: str, path: str, digest: str) -> str | None:
     return None
 
 
-def describe(old: str, new: str) -> str:
+def file_change(old: str, new: str) -> str:
     """Return what changed from `old` to `new`: the keys of two YAML mappings, else lines."""
     keys = _key_changes(old, new)
     if keys is not None:

@@ -11,6 +11,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from ..core.diagnostics import Diagnostic
+from ..core.text import quoted
 from .axolotl import ConfigError, read_config
 from .load import CONFIG_FIELD, Mark, Source, display_name
 from .sources import Embedding, SourceError
@@ -53,8 +54,8 @@ class ConfigFiles:
                                               error.mark.column, "", str(error),
                                               error.hint)]) from error
         except SourceError as error:
-            raise self.Unreadable([self.source.problem(CONFIG_FIELD, f"file {name!r}: {error}",
-                                                       error.hint)]) from error
+            raise self.Unreadable([self.source.problem(
+                CONFIG_FIELD, f"file {quoted(name)}: {error}", error.hint)]) from error
 
 
 def load_as_axolotl(text: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..core.diagnostics import Diagnostic, ObcError, field_path
 from ..core.project import shown
-from ..core.text import describe_character, find_invisible
+from ..core.text import describe_character, find_invisible, quoted
 from .screen import (
     YAML_TAG,
     EventLoader,
@@ -165,7 +165,7 @@ class _Builder:
             key = self._key(key_node, path)
             if key in result:
                 first = self.source.keys[(*path, key)]
-                raise LoadError(node_mark(key_node), f"duplicate key {key!r}: also at line "
+                raise LoadError(node_mark(key_node), f"duplicate key {quoted(key)}: also at line "
                                 f"{first.line}, column {first.column}",
                                 "YAML would silently keep only the last one; remove or "
                                 "rename one", (*path, key))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..core.diagnostics import Diagnostic, ObcError
 from ..core.project import git_work_tree
+from ..core.text import quoted
 from ..model.job import Job
 from .load import MAX_FILE_BYTES, Source
 from .sources import SourceError, TooLargeError, decode_text, find_project, read_inside
@@ -85,9 +86,9 @@ def read_lock(path: Path, allowed: tuple[Path, ...] = ()) -> tuple[Lock, list[Di
 def _why_not_entry(line: str) -> str:
     image = line.split(maxsplit=1)[0]
     if "@" in image:
-        return f"{image!r} is pinned by digest already; a pinned image needs no entry"
+        return f"{quoted(image)} is pinned by digest already; a pinned image needs no entry"
     return ("expected 'IMAGE sha256:<64 lower-case hex digits>', one space between them, got "
-            f"{line!r}")
+            f"{quoted(line)}")
 
 
 def format_lock(digests: Mapping[str, str]) -> str:
@@ -122,13 +123,13 @@ def unpinned_images(source: Source, job: Job, lock_file: Path) -> list[Diagnosti
     """The problem `--require-digests` reports: an image neither pinned nor locked."""
     enroot = job.enroot
     if enroot is not None and not enroot.takes_digest and not enroot.image_is_file:
-        return [image_problem(source, f"{enroot.image!r} is not pinned by digest; import it "
+        return [image_problem(source, f"{quoted(enroot.image)} is not pinned by digest; import it "
                                       "into a squashfs file (enroot import) and give its "
                                       "path, or, with enroot 4, lock it (obc lock) or write "
                                       "NAME:TAG@sha256:<digest>")]
     image = lockable_image(job)
     if image is None:
         return []
-    return [image_problem(source, f"{image!r} is neither pinned by digest nor locked in "
+    return [image_problem(source, f"{quoted(image)} is neither pinned by digest nor locked in "
                                   f"{lock_file}; run obc lock, or write the image as "
                                   "NAME:TAG@sha256:<digest>")]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.diagnostics import Diagnostic, describe, field_path
+from ..core.diagnostics import Diagnostic, describe_value, field_path
 from ..core.text import visible
 from ..model.job import SweepChange, SweepRun
 from ..read.config_files import ConfigFiles
@@ -190,7 +190,7 @@ class _Base:
                 return []  # made by the patch, or a config file, which obc reads and patches
             if not isinstance(node, dict):
                 return [self.source.problem(value.set_at, f"{field_path(path)} is "
-                                 f"{describe(node)}, not a mapping, so set cannot reach "
+                                 f"{describe_value(node)}, not a mapping, so set cannot reach "
                                  f"{field_path(value.root)} in it",
                                  "a list is replaced whole: set the whole list, or write a "
                                  "patch")]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.diagnostics import Diagnostic, did_you_mean, show
+from ..core.text import quoted
 from ..model.defaults import DEFAULT_MAX_RUNS
 from ..model.job import SweepRun
 from ..read.load import Path_, Source
@@ -139,13 +140,13 @@ def _broken_rules(block: dict[str, Any], matrix: Matrix) -> Iterator[Broken]:
 
 def _axis_problems(axis: Axis) -> Iterator[Broken]:
     if axis.name in RESERVED_AXES:
-        yield (*MATRIX, "axes", axis.name), True, f"an axis cannot be named {axis.name!r}: " \
+        yield (*MATRIX, "axes", axis.name), True, f"an axis cannot be named {quoted(axis.name)}: " \
             "{id} is the sweep's id, and index and id head the columns of runs.tsv", None
     seen: dict[str, Value] = {}
     for value in axis.values:
         if value.label in seen:  # a list of values can name one twice: [1, "1"]
-            yield value.at, False, f"label {value.label!r} is already a label of axis " \
-                f"{axis.name!r}", "each value of a list is its own label; give each once"
+            yield value.at, False, f"label {quoted(value.label)} is already a label of axis " \
+                f"{quoted(axis.name)}", "each value of a list is its own label; give each once"
         seen.setdefault(value.label, value)
         yield from _patch_problems(value)
 
@@ -179,7 +180,7 @@ def _exclude_problems(entries: list[dict[str, Any]], axes: tuple[Axis, ...]) -> 
             for j, label in enumerate(listed):
                 if str(label) not in axis.labels:
                     where = (*at, j) if isinstance(labels, list) else at
-                    yield where, False, f"axis {name!r} has no label {show(str(label))}" \
+                    yield where, False, f"axis {quoted(name)} has no label {show(str(label))}" \
                         f"{did_you_mean(str(label), axis.labels)}", \
                         f"its labels: {', '.join(axis.labels)}"
 

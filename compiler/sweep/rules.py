@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..core.diagnostics import Diagnostic, show
+from ..core.text import quoted
 from ..model.job import Job
 from ..read.axolotl import ConfigError
 from ..read.config_files import load_as_axolotl
@@ -32,12 +33,12 @@ def id_problems(source: Source, matrix: Matrix, members: list[Member]) -> list[D
     for run_id, same in by_id.items():
         where = _where(source, template, same[-1])
         if len(same) > 1:
-            problems.append(where(f"runs {' and '.join(describe(m) for m in same[:2])} both "
-                                  f"get the id {run_id!r}",
+            problems.append(where(f"runs {' and '.join(run_label(m) for m in same[:2])} both "
+                                  f"get the id {quoted(run_id)}",
                                   "make the labels, or matrix.id, tell them apart"))
         if run_id == source.data["id"]:
-            problems.append(where(f"run {describe(same[0])} gets the sweep's own id "
-                                  f"{run_id!r}, whose folder holds sweep.sh", ID_HINT))
+            problems.append(where(f"run {run_label(same[0])} gets the sweep's own id "
+                                  f"{quoted(run_id)}, whose folder holds sweep.sh", ID_HINT))
     return problems
 
 
@@ -48,7 +49,7 @@ def _invalid_ids(source: Source, template: Path_, members: list[Member]) -> Iter
         which = f"{len(bad)} runs get ids that are not valid, such as run" if len(bad) > 1 \
             else "run"
         yield _where(source, template, worst)(
-            f"{which} {describe(worst)}: {show(worst.id, 80)} ({len(worst.id)} characters); "
+            f"{which} {run_label(worst)}: {show(worst.id, 80)} ({len(worst.id)} characters); "
             "an id is 1 to 63 lowercase letters, digits, '_', '.' or '-', starting with a "
             "letter or digit", ID_HINT)
 
@@ -59,7 +60,7 @@ def _where(source: Source, template: Path_, member: Member):
     return functools.partial(source.problem, path, key=member.name is not None)
 
 
-def describe(member: Member) -> str:
+def run_label(member: Member) -> str:
     """A run by its labels (`model=qwen lr=1e-4`), or a named run by its name."""
     if member.name is not None:
         return f"runs.{member.name}"

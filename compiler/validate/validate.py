@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ..core.diagnostics import Diagnostic, closest, describe, did_you_mean, field_path, show
+from ..core.diagnostics import Diagnostic, closest, describe_value, did_you_mean, field_path, show
 from ..core.resources import run_schema
 from ..read.axolotl import looks_like_config
 from ..read.load import Path_, Source, is_script_text
@@ -125,7 +125,8 @@ def _explain(source: Source, error: ValidationError) -> Iterator[Explanation]:
     elif keyword == "pattern" and instance == "" and schema.get("minLength"):
         return  # "must not be empty" says it
     elif keyword == "type":
-        yield path, False, f"expected {_types(error.validator_value)}, got {describe(instance)}", \
+        yield path, False, \
+            f"expected {_types(error.validator_value)}, got {describe_value(instance)}", \
             _quote_hint(source, path, error.validator_value) or _boolean_hint(instance, error) \
             or hint
     else:
@@ -166,7 +167,7 @@ def _alternatives(source: Source, error: ValidationError, hint: str | None) -> \
                        else s.validator_value)]
     types = list(dict.fromkeys(types))
     expected = _types(types) if types else "a valid value"
-    yield path, False, f"expected {expected}, got {describe(error.instance)}", \
+    yield path, False, f"expected {expected}, got {describe_value(error.instance)}", \
         _quote_hint(source, path, types) or hint
 
 
@@ -227,7 +228,7 @@ def _quote_hint(source: Source, path: Path_, expected: Any) -> str | None:
     lead = f"{key}: " if isinstance(key, str) else ""
     if not raw:
         return f'an empty value is null in YAML; for an empty string write {lead}""'
-    return f'YAML reads {raw} as {describe(_typed(source, path))}; quote it: {lead}"{raw}"'
+    return f'YAML reads {raw} as {describe_value(_typed(source, path))}; quote it: {lead}"{raw}"'
 
 
 def _boolean_hint(instance: Any, error: ValidationError) -> str | None:
