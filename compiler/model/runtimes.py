@@ -11,6 +11,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .defaults import (
+    DEFAULT_CLEANENV,
+    DEFAULT_CONTAIN,
+    DEFAULT_ENROOT_VERSION,
+    DEFAULT_READONLY,
+    DEFAULT_USER,
+)
+
 __all__ = [
     "CONTAINER_CACHE_DIR", "CONTAINER_HOME", "CONTAINER_RUN_DIR", "DOCKER_HUB", "INVOKER",
     "DIGEST", "ROOT", "Apptainer", "Container", "Enroot", "Gpus", "Mount", "Native", "host_folder",
@@ -34,7 +42,7 @@ class Mount:
 
 def mounts_of(runtime: dict[str, Any]) -> tuple[Mount, ...]:
     """The extra mounts of a run file's runtime block (read-only only when it says so)."""
-    return tuple(Mount(m["source"], m["target"], m.get("readonly", False))
+    return tuple(Mount(m["source"], m["target"], m.get("readonly", DEFAULT_READONLY))
                  for m in runtime.get("mounts", ()))
 
 
@@ -70,7 +78,7 @@ class Container:
     # The run file's engine options, each a whole option in one word (engine_args.py): the
     # script passes these, and its header and the bill show them.
     extra_args: tuple[str, ...]
-    user: User = INVOKER
+    user: User = DEFAULT_USER
     # A job on several nodes shares the hosts' network: the rendezvous and NCCL need the
     # nodes' own addresses.
     host_network: bool = False
@@ -173,8 +181,8 @@ class Apptainer(_ImageFile):
     mounts: tuple[Mount, ...]
     # --cleanenv: nothing of the job's environment but what obc passes by name; --contain:
     # no home, /tmp or /dev of the host. Both on by default; a site may need them off.
-    cleanenv: bool = True
-    contain: bool = True
+    cleanenv: bool = DEFAULT_CLEANENV
+    contain: bool = DEFAULT_CONTAIN
 
     def exec_args(self, gpus: Gpus) -> tuple[str, ...]:
         """The options obc gives `apptainer exec` besides binds, home and working dir:
@@ -210,7 +218,7 @@ class Enroot(_ImageFile):
     image_sha256: str | None
     mounts: tuple[Mount, ...]
     # enroot before 4.0 reads REGISTRY#IMAGE:TAG only, without a digest.
-    enroot_version: int = 3
+    enroot_version: int = DEFAULT_ENROOT_VERSION
 
     def srun_args(self, names: Iterable[str]) -> tuple[str, ...]:
         """The options obc gives each srun step besides image and mounts: the working dir, no

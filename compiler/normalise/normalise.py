@@ -12,11 +12,20 @@ from typing import Any
 
 from ..model.defaults import (
     DEFAULT_CACHE_DIR,
+    DEFAULT_CLEANENV,
+    DEFAULT_CONTAIN,
+    DEFAULT_ENROOT_VERSION,
+    DEFAULT_GPUS,
     DEFAULT_IMAGE,
     DEFAULT_RENDEZVOUS_PORT,
+    DEFAULT_REQUEUE,
     DEFAULT_RUN_DIR,
+    DEFAULT_SECRET_REQUIRED,
+    DEFAULT_SHARED,
+    DEFAULT_SLURM_NODES,
     DEFAULT_SLURM_OUTPUT,
     DEFAULT_STOP_TIMEOUT,
+    DEFAULT_USER,
 )
 from ..model.engine_args import normal_words
 from ..model.job import (
@@ -29,7 +38,6 @@ from ..model.job import (
 )
 from ..model.runtimes import (
     ENROOT_DIGESTS,
-    INVOKER,
     Apptainer,
     Container,
     Enroot,
@@ -83,10 +91,10 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         obc_version=obc_version,
         description=data.get("description"),
         runtime=runtime_model,
-        gpus=_gpus(runtime.get("gpus", "all")),
+        gpus=_gpus(runtime.get("gpus", DEFAULT_GPUS)),
         run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
         cache_dir=paths.get("cache_dir", cache_default),
-        shared=paths.get("shared", False),
+        shared=paths.get("shared", DEFAULT_SHARED),
         steps=_steps(data),
         files=_files(data, attachments, sweep, config),
         env=_env(data, sweep),
@@ -123,10 +131,10 @@ def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,
     mounts = mounts_of(runtime)
     if kind == "apptainer":
         return Apptainer(image=runtime["image"], image_sha256=runtime.get("image_sha256"),
-                         mounts=mounts, cleanenv=runtime.get("cleanenv", True),
-                         contain=runtime.get("contain", True))
+                         mounts=mounts, cleanenv=runtime.get("cleanenv", DEFAULT_CLEANENV),
+                         contain=runtime.get("contain", DEFAULT_CONTAIN))
     if kind == "enroot":
-        version = runtime.get("enroot_version", 3)
+        version = runtime.get("enroot_version", DEFAULT_ENROOT_VERSION)
         image = runtime["image"]
         return Enroot(image=_locked(image, digests) if version >= ENROOT_DIGESTS else image,
                       image_sha256=runtime.get("image_sha256"), mounts=mounts,
@@ -137,7 +145,7 @@ def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,
         shm_size=runtime.get("shm_size"),
         mounts=mounts,
         extra_args=normal_words(kind, runtime.get("extra_args", ())),
-        user=str(runtime.get("user", INVOKER)),
+        user=str(runtime.get("user", DEFAULT_USER)),
         host_network=multi_node,
     )
 
@@ -167,8 +175,8 @@ def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool, retry: bool) -> Sl
         job_name=slurm.get("job_name", job_id),
         output=slurm.get("output", DEFAULT_SLURM_OUTPUT),
         signal=slurm.get("signal", default_signal(slurm)),
-        requeue=slurm.get("requeue", False),
-        nodes=slurm.get("nodes", 1),
+        requeue=slurm.get("requeue", DEFAULT_REQUEUE),
+        nodes=slurm.get("nodes", DEFAULT_SLURM_NODES),
         gpus_per_node=slurm.get("gpus_per_node"),
         cpus_per_task=slurm.get("cpus_per_task"),
         partition=slurm.get("partition"),
@@ -219,4 +227,4 @@ def _runs_axolotl(step: dict[str, Any]) -> bool:
 def _secret(item: str | dict[str, Any]) -> Secret:
     if isinstance(item, str):
         return Secret(item, required=True)
-    return Secret(item["name"], required=item.get("required", True))
+    return Secret(item["name"], required=item.get("required", DEFAULT_SECRET_REQUIRED))

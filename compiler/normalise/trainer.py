@@ -13,8 +13,11 @@ from ruamel.yaml import YAML
 from ..model.defaults import (
     DEFAULT_CHECK_INTERVAL,
     DEFAULT_GRACE,
+    DEFAULT_MERGE,
+    DEFAULT_ON_SIGNAL,
     DEFAULT_OUTPUT_DIR,
     DEFAULT_PREPARED_DIR,
+    DEFAULT_PREPROCESS,
     DEFAULT_RESUME,
 )
 from ..model.job import Checkpoints, EmbeddedFile, OnSignal, Resume, Step
@@ -31,8 +34,8 @@ def resume_policy(data: dict[str, Any]) -> Resume:
 
 
 def axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
-    enabled = {"preprocess": axolotl.get("preprocess", False), TRAIN: True,
-               "merge": axolotl.get("merge", False)}
+    enabled = {"preprocess": axolotl.get("preprocess", DEFAULT_PREPROCESS), TRAIN: True,
+               "merge": axolotl.get("merge", DEFAULT_MERGE)}
     extra = {TRAIN: tuple(axolotl.get("args", ()))}
     return tuple(Step(name, ("axolotl", command, AXOLOTL_CONFIG_NAME, *extra.get(name, ())),
                       "all" if name == TRAIN else "first")
@@ -73,7 +76,7 @@ def _with_settings(body: str, settings: tuple[tuple[str, str], ...]) -> str:
 
 
 def on_signal(data: dict[str, Any]) -> bool:
-    return "trainer" in data and data.get("checkpoint", {}).get("on_signal", True)
+    return "trainer" in data and data.get("checkpoint", {}).get("on_signal", DEFAULT_ON_SIGNAL)
 
 
 def signal_checkpoint(data: dict[str, Any], config: dict[str, Any]) -> OnSignal | None:

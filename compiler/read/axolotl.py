@@ -23,7 +23,7 @@ from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from ..core.diagnostics import Diagnostic, field_path, show
-from ..model.defaults import DEFAULT_OUTPUT_DIR
+from ..model.defaults import DEFAULT_ON_SIGNAL, DEFAULT_OUTPUT_DIR, DEFAULT_RESUME
 from ..model.runtimes import host_folder, mounts_of
 from .load import CONFIG_FIELD, Mark, Path_, Source
 from .screen import MAX_DEPTH, syntax_error
@@ -201,8 +201,8 @@ class _ConfigPlace:
 def _checkpoint_problems(data: dict[str, Any], config: dict[str, Any]) -> \
         Iterator[tuple[Path_, str, str]]:
     """What keeps resume or checkpoint-on-signal from working with this config."""
-    resume = data["trainer"]["axolotl"].get("resume") != "never"
-    on_signal = data.get("checkpoint", {}).get("on_signal", True)
+    resume = data["trainer"]["axolotl"].get("resume", DEFAULT_RESUME) != "never"
+    on_signal = data.get("checkpoint", {}).get("on_signal", DEFAULT_ON_SIGNAL)
     if not (resume or on_signal):
         return
     output_dir = config.get("output_dir", DEFAULT_OUTPUT_DIR)
