@@ -129,10 +129,11 @@ def compile_bytecode(python: str, cwd: Path) -> None:
 
 def shellcheck_command(python: str, cwd: Path) -> list[str] | None:
     """The shellcheck obc runs, with obc's options; None for an obc that does not say (an
-    older baseline)."""
+    older baseline). A baseline from before compiler/ had packages says it in compiler.check."""
     found = subprocess.run(
-        [python, "-c", "from compiler.check import SHELLCHECK_ARGS, find_shellcheck; "
-         "print(find_shellcheck().path, *SHELLCHECK_ARGS, sep='\\n')"],
+        [python, "-c", "try:\n from compiler.check.shellcheck import SHELLCHECK_ARGS, "
+         "find_shellcheck\nexcept ImportError:\n from compiler.check import SHELLCHECK_ARGS, "
+         "find_shellcheck\nprint(find_shellcheck().path, *SHELLCHECK_ARGS, sep='\\n')"],
         cwd=cwd, check=False, capture_output=True, text=True)
     return found.stdout.split("\n")[:-1] if found.returncode == 0 else None
 
