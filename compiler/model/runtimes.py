@@ -117,6 +117,13 @@ class Container:
         """What podman adds to the cache's volume, which containers share (`:z`)."""
         return ":z" if self.engine == "podman" else ""
 
+    def added_options(self, gpus: Gpus) -> list[str]:
+        """The engine options obc adds to every container of a job with `gpus`, besides the
+        user, volumes and environment (what the summary and the bill show)."""
+        added = ["--init", *self.gpu_args(gpus)]
+        added += ["--ipc=host"] if self.host_ipc else ["--shm-size", self.shm_size or ""]
+        return added + (["--network=host"] if self.host_network else [])
+
     def gpu_args(self, gpus: Gpus) -> tuple[str, ...]:
         """The engine options that give the container `gpus`: docker's --gpus, podman's CDI
         devices (with SELinux labels off, which the devices need)."""

@@ -28,7 +28,6 @@ from ..model.slurm import Slurm
 from ..read.axolotl import ConfigError, read_config
 from ..render.meaning import snake_case
 from ..render.provenance import sha256
-from ..render.summary import added_options
 from ..render.sweep import Sweep
 from ..validate.rules import AXOLOTL_CONFIG_NAME
 
@@ -261,7 +260,7 @@ def _privileges(job: Job, container: Container | None) -> tuple[Privilege, ...]:
         return (Privilege("", "see the runtime lines of the script's header"),)
     return (_user(container),
             *(Privilege(option, _meaning(option)) for option in
-              _options(added_options(job, container))),
+              _options(container.added_options(job.gpus))),
             *(Privilege(option, "an engine option of the run file", "run file")
               for option in container.extra_args))
 

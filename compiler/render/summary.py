@@ -140,17 +140,10 @@ def _mounts(mounts: tuple[Mount, ...]) -> list[str]:
 def _container(job: Job, container: Container) -> list[str]:
     lines = [f"{container.engine}, image {container.image}", _user(container)]
     lines += _mounts(container.mounts)
-    lines.append(f"obc adds {shell.join_words(added_options(job, container))}")
+    lines.append(f"obc adds {shell.join_words(container.added_options(job.gpus))}")
     if container.extra_args:
         lines.append(f"engine options {shell.join_words(container.extra_args)}")
     return lines
-
-
-def added_options(job: Job, container: Container) -> list[str]:
-    """The engine options obc adds to every container of the job, besides the user's."""
-    added = ["--init", *job.gpu_args]
-    added += ["--ipc=host"] if container.host_ipc else ["--shm-size", container.shm_size or ""]
-    return added + (["--network=host"] if container.host_network else [])
 
 
 def _user(container: Container) -> str:
