@@ -129,10 +129,11 @@ def compile_bytecode(python: str, cwd: Path) -> None:
 
 def shellcheck_command(python: str, cwd: Path) -> list[str] | None:
     """The shellcheck obc runs, with obc's options; None for an obc that does not say (an
-    older baseline)."""
+    older baseline). A baseline from before compiler/ had packages says it in compiler.check."""
     found = subprocess.run(
-        [python, "-c", "from compiler.check import SHELLCHECK_ARGS, find_shellcheck; "
-         "print(find_shellcheck().path, *SHELLCHECK_ARGS, sep='\\n')"],
+        [python, "-c", "try:\n from compiler.check.shellcheck import SHELLCHECK_ARGS, "
+         "find_shellcheck\nexcept ImportError:\n from compiler.check import SHELLCHECK_ARGS, "
+         "find_shellcheck\nprint(find_shellcheck().path, *SHELLCHECK_ARGS, sep='\\n')"],
         cwd=cwd, check=False, capture_output=True, text=True)
     return found.stdout.split("\n")[:-1] if found.returncode == 0 else None
 
@@ -208,7 +209,7 @@ def floor(shellcheck: list[str], python: str, script: Path) -> dict[str, float]:
     """What a compile of a new shape cannot take less than, in the same round: shellcheck on
     that script (clean: it exits 0), and Python importing the two libraries every compile
     needs."""
-    # As obc runs it: without the caller's SHELLCHECK_OPTS (check.py).
+    # As obc runs it: without the caller's SHELLCHECK_OPTS (compiler/check/shellcheck.py).
     environment = {name: value for name, value in os.environ.items()
                    if name != "SHELLCHECK_OPTS"}
     checked, _ = timed(lambda: subprocess.run([*shellcheck, str(script)], check=True,

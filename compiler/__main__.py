@@ -1,5 +1,5 @@
 """`python -m compiler` runs the obc command line."""
 
-from .cli import main
+from .cli.main import main
 
 raise SystemExit(main())

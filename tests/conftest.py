@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import main
-from compiler.pipeline import compile_files
+from compiler.cli.main import main
+from compiler.pipeline.pipeline import compile_files
 from tests.slurm_cluster import SlurmCluster, missing_programs
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.bill import bill_of
-from compiler.normalise import AXOLOTL_ENV
-from compiler.pipeline import compile_files
+from compiler.normalise.normalise import AXOLOTL_ENV
+from compiler.pipeline.pipeline import compile_files
+from compiler.plan.bill import bill_of
 from tests.conftest import SHELLS, compile_text, install_stub, write_script
 from tests.test_container_jobs import HOSTILE, json_quote
 from tests.test_env_hostile import CANARY, traced_outputs

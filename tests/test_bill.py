@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from compiler.bill import bill_of
-from compiler.pipeline import compile_files
-from compiler.plan_report import bill_json, bill_lines
-from compiler.render import render_job
+from compiler.pipeline.pipeline import compile_files
+from compiler.plan.bill import bill_of
+from compiler.plan.report import bill_json, bill_lines
+from compiler.render.render import render_job
 from tests.conftest import allow_sbatch, compile_text, write_script
 from tests.slurm_cluster import FINISHED, GPUS_PER_NODE
 from tests.test_plan import obc, write_files

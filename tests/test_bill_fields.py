@@ -19,16 +19,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.bill import bill_of
-from compiler.bill_fields import BILLED, NOT_REVIEWABLE, model_fields, unaccounted_fields
-from compiler.meaning import RECORD_MARKER, meaning
-from compiler.model import Job
-from compiler.pipeline import compile_files
-from compiler.plan import ScriptPlan, diff_meaning
-from compiler.plan_report import bill_lines, report_plan_json
-from compiler.render import render_job
-from compiler.runtimes import Native
-from compiler.summary import LABEL_WIDTH
+from compiler.model.job import Job
+from compiler.model.runtimes import Native
+from compiler.pipeline.pipeline import compile_files
+from compiler.plan.bill import bill_of
+from compiler.plan.bill_fields import BILLED, NOT_REVIEWABLE, model_fields, unaccounted_fields
+from compiler.plan.diff import ScriptPlan, diff_meaning
+from compiler.plan.report import bill_lines, report_plan_json
+from compiler.render.meaning import RECORD_MARKER, meaning
+from compiler.render.render import render_job
+from compiler.render.summary import LABEL_WIDTH
 from tests.conftest import REPO, allow_sbatch
 
 BUDGET = settings(derandomize=True, database=None, deadline=None, max_examples=12,
@@ -192,7 +192,7 @@ def plan_json(job: Job) -> str:
 def what_it_does(job: Job) -> str:
     """The script but its summary (header and --help) and record: what it does, not how it
     describes itself."""
-    with mock.patch("compiler.render.help_lines", lambda job: []):
+    with mock.patch("compiler.render.render.help_lines", lambda job: []):
         text = render_job(job)
     return text[:text.index(RECORD_MARKER)]
 

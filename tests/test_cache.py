@@ -19,7 +19,7 @@ from pathlib import Path
 import jinja2.bccache
 import pytest
 
-from compiler.resources import data_dir
+from compiler.core.resources import data_dir
 from tests.conftest import REPO
 
 NOBODY = 65534

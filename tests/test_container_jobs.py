@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from compiler.model import DEFAULT_IMAGE
+from compiler.model.defaults import DEFAULT_IMAGE
 from tests.conftest import compile_text, container_name, start_script, write_script
 from tests.engines import wait_until
 

@@ -8,7 +8,7 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from compiler.trainer import dump_config
+from compiler.normalise.trainer import dump_config
 
 FRAGMENTS = ["a", "yes", "on", "No", "null", "~", "1e-5", "0x1F", "010", "1_000", "3.10",
              "2001-12-14", ": ", "#", "'", '"', "\\", " ", "\n", "\t", "\x85", "\u2028",

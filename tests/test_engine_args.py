@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.engine_args import OptionError, normal_words, read_options
-from compiler.rules import engine_options
+from compiler.model.engine_args import OptionError, normal_words, read_options
+from compiler.validate.rules import engine_options
 
 
 @pytest.mark.parametrize(("word", "words"), [

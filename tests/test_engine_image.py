@@ -18,9 +18,9 @@ import subprocess
 
 import pytest
 
-from compiler.build import build_jobs
-from compiler.pipeline import compile_files
-from compiler.render import render_job
+from compiler.pipeline.build import build_jobs
+from compiler.pipeline.pipeline import compile_files
+from compiler.render.render import render_job
 from tests.conftest import container_name, write_script
 from tests.engines import Engine
 from tests.test_engines import engine_env, job_id

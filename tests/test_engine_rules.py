@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline import compile_files
+from compiler.pipeline.pipeline import compile_files
 from tests.engines import Engine
 
 pytestmark = pytest.mark.engine

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from compiler.engine_args import TABLES, normal_words
+from compiler.model.engine_args import TABLES, normal_words
 from tests.engines import Engine
 from tests.test_engines import job_id
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from compiler.bill import bill_of
-from compiler.normalise import AXOLOTL_ENV
-from compiler.pipeline import compile_files
-from compiler.slurm import RENDEZVOUS_NAMES
+from compiler.model.slurm import RENDEZVOUS_NAMES
+from compiler.normalise.normalise import AXOLOTL_ENV
+from compiler.pipeline.pipeline import compile_files
+from compiler.plan.bill import bill_of
 from tests.conftest import SHELLS, Sandbox, compile_text, install_slurm_stubs, write_script
 from tests.test_apptainer_jobs import run_dir_hash
 from tests.test_container_jobs import HOSTILE, json_quote

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.normalise import AXOLOTL_ENV
+from compiler.normalise.normalise import AXOLOTL_ENV
 from tests.conftest import Sandbox, compile_text, untimed, write_script
 from tests.pyxis import read_records
 from tests.slurm_cluster import _alive

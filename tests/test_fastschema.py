@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from compiler import fastschema
-from compiler.load import load_source
-from compiler.resources import run_schema
-from compiler.validate import _validator
+from compiler.core.resources import run_schema
+from compiler.read.load import load_source
+from compiler.validate import fastschema
+from compiler.validate.validate import _validator
 from tests.conftest import REPO
 
 EXAMPLES = [load_source(path)[0].data for path in sorted((REPO / "examples").glob("*.yaml"))]

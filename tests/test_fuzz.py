@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from compiler.load import display_name
+from compiler.read.load import display_name
 from tests.diagnostics.harness import run_obc
 
 # The deadline is far above the few milliseconds an input takes: it bounds time without

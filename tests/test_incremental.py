@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from compiler import check, incremental, pipeline, workers
-from compiler.cache import Store
-from compiler.check import Finding, check_texts, find_shellcheck
+from compiler.check import shellcheck as check
+from compiler.check.shellcheck import Finding, check_texts, find_shellcheck
+from compiler.core import workers
+from compiler.core.cache import Store
+from compiler.pipeline import incremental, pipeline
 from tests.conftest import PROJECT_RUNS, REPO
 
 COMPILE = ("compile", "examples", "-o", "out")
@@ -126,7 +128,7 @@ def test_findings_are_kept_by_text(tmp_path, monkeypatch):
     text = '#!/bin/sh\necho $1\n'
     (first,) = check_texts([text], store).values()
     assert [finding.code for finding in first] == [2086]
-    monkeypatch.setattr("compiler.check._run",
+    monkeypatch.setattr("compiler.check.shellcheck._run",
                         lambda _, texts: texts and pytest.fail("shellcheck ran"))
     assert check_texts([text], store) == {text: first}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import main
+from compiler.cli.main import main
 from tests.conftest import SHELLS, Sandbox, compile_text, start_script, write_script
 from tests.engines import wait_until
 from tests.slurm_cluster import SlurmCluster

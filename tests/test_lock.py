@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.lockfile import HEADER
+from compiler.read.lockfile import HEADER
 from tests.diagnostics.corpus import unblocked
 from tests.engines import Engine, trainer_records
 from tests.registry import (

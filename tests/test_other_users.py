@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline import compile_files
+from compiler.pipeline.pipeline import compile_files
 from tests.conftest import SHELLS, compile_text, install_stub, start_script, write_script
 from tests.engines import wait_until
 

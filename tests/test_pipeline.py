@@ -7,9 +7,9 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from compiler import resources
-from compiler.diagnostics import ObcError
-from compiler.pipeline import compile_files, run_files
+from compiler.core import resources
+from compiler.core.diagnostics import ObcError
+from compiler.pipeline.pipeline import compile_files, run_files
 
 RUN = """\
 version: 1

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from compiler.meaning import meaning
-from compiler.pipeline import compile_files
-from compiler.plan_files import describe, embedded_text
+from compiler.pipeline.pipeline import compile_files
+from compiler.plan.files import embedded_text
+from compiler.plan.files import file_change as describe
+from compiler.render.meaning import meaning
 
 RUN = """\
 version: 1

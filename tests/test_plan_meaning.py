@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from compiler import shell
-from compiler.bill import bill_of
-from compiler.gpu_hours import compute, time_limit_hours
-from compiler.meaning import meaning, read_record, record_lines
-from compiler.model import Job
-from compiler.pipeline import Options, compile_files
-from compiler.plan import FieldChange, diff_meaning
+from compiler.core import shell
+from compiler.model.gpu_hours import compute, time_limit_hours
+from compiler.model.job import Job
+from compiler.pipeline.pipeline import Options, compile_files
+from compiler.plan.bill import bill_of
+from compiler.plan.diff import FieldChange, diff_meaning
+from compiler.render.meaning import meaning, read_record, record_lines
 from tests.conftest import REPO
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.meaning import read_record
-from compiler.pipeline import compile_files
-from compiler.recorded import recorded_job
+from compiler.pipeline.pipeline import compile_files
+from compiler.plan.recorded import recorded_job
+from compiler.render.meaning import read_record
 from tests.conftest import REPO
 from tests.test_plan import obc
 

@@ -14,13 +14,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from compiler.build import build_jobs
-from compiler.meaning import JOB, VARIANT_KEY, Digest, meaning, read_record
-from compiler.model import Job
-from compiler.pipeline import compile_files
-from compiler.plan import diff_meaning, show
-from compiler.recorded import recorded_job, rendered_again
-from compiler.render import render_job
+from compiler.model.job import Job
+from compiler.pipeline.build import build_jobs
+from compiler.pipeline.pipeline import compile_files
+from compiler.plan.diff import diff_meaning
+from compiler.plan.diff import value_line as show
+from compiler.plan.recorded import recorded_job, rendered_again
+from compiler.render.meaning import JOB, VARIANT_KEY, Digest, meaning, read_record
+from compiler.render.render import render_job
 from tests.test_plan import obc
 from tests.test_plan_meaning import job_of
 from tests.test_shapes import run_files

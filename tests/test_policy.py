@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.lock import find_tags
-from compiler.policy import read_policy
-from compiler.rules.sbatch_options import SBATCH_DEFAULT_ALLOWED
+from compiler.lock.lock import find_tags
+from compiler.validate.policy import read_policy
+from compiler.validate.rules.sbatch_options import SBATCH_DEFAULT_ALLOWED
 from tests.conftest import REPO
 from tests.diagnostics.harness import run_obc
 

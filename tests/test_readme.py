@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from compiler.resources import run_schema
+from compiler.core.resources import run_schema
 from tests.conftest import REPO
 
 README = REPO / "README.md"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.lockfile import format_lock, read_lock
-from compiler.registry import Reference, ResolveError, parse_reference, resolve
+from compiler.lock.registry import Reference, ResolveError, parse_reference, resolve
+from compiler.read.lockfile import format_lock, read_lock
 
 DIGEST = "sha256:" + "0" * 64
 

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.registry import (
+from compiler.lock.registry import (
     MAX_MANIFEST,
     ResolveError,
     _check_realm,

@@ -7,9 +7,9 @@ import shlex
 import jinja2
 import pytest
 
-from compiler import render
-from compiler.render import UnquotedValueError
-from compiler.shell import ShellText, quote
+from compiler.core.shell import ShellText, quote
+from compiler.render import render
+from compiler.render.render import UnquotedValueError
 from tests.conftest import compile_text
 
 

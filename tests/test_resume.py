@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from compiler.pipeline import compile_files
+from compiler.pipeline.pipeline import compile_files
 from tests.conftest import SHELLS, compile_text, install_stub, start_script, write_script
 from tests.engines import wait_until
 

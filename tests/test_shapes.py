@@ -11,11 +11,11 @@ import re
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from compiler.build import build_jobs
-from compiler.cache import Store
-from compiler.check import check_texts
-from compiler.render import render_job
-from compiler.shape import ShapePrinter, shape_of
+from compiler.check.shellcheck import check_texts
+from compiler.core.cache import Store
+from compiler.pipeline.build import build_jobs
+from compiler.render.render import render_job
+from compiler.render.shape import ShapePrinter, shape_of
 from tests.conftest import compile_text
 
 FRAGMENTS = (

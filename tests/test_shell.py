@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from compiler.shell import heredoc_delimiter, join_words, shell_path
+from compiler.core.shell import heredoc_delimiter, join_words, shell_path
 
 TEXT = st.text(st.characters(exclude_characters="\0"))
 

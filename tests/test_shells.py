@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from compiler.pipeline import compile_files
-from compiler.render import help_lines
-from compiler.text import is_invisible
+from compiler.core.text import is_invisible
+from compiler.pipeline.pipeline import compile_files
+from compiler.render.render import help_lines
 from tests.conftest import (
     REPO,
     SHELLS,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline import compile_files
-from compiler.rules.sbatch_options import (
+from compiler.pipeline.pipeline import compile_files
+from compiler.validate.rules.sbatch_options import (
     NEWER_SBATCH_OPTIONS,
     SBATCH_22_05_OPTIONS,
     SBATCH_OPTIONS,

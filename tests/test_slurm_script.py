@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.pipeline import compile_files
+from compiler.pipeline.pipeline import compile_files
 from tests.conftest import SHELLS, allow_sbatch, compile_text, container_name, write_script
 
 # srun as the tests need it: runs the command after its options once per node, in turn,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from compiler.pipeline import Options, compile_files
+from compiler.pipeline.pipeline import Options, compile_files
 from tests.conftest import REPO, compile_text
 
 

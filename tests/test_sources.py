@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler import pipeline, sources
-from compiler.pipeline import compile_files
+from compiler.pipeline import pipeline
+from compiler.pipeline.pipeline import compile_files
+from compiler.read import sources
 from tests.diagnostics.corpus import unblocked
 from tests.diagnostics.harness import run_obc
 

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from compiler.diagnostics import ObcError
-from compiler.load import Mark
-from compiler.lock import find_tags
-from compiler.pipeline import compile_files
-from compiler.write import apply, plan
+from compiler.core.diagnostics import ObcError
+from compiler.lock.lock import find_tags
+from compiler.pipeline.changes import changes_to as plan
+from compiler.pipeline.pipeline import compile_files
+from compiler.pipeline.write import apply
+from compiler.read.load import Mark
 
 NATIVE = """\
 version: 1

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from compiler.merge import merge_patch
-from compiler.pipeline import Result, compile_files
+from compiler.pipeline.pipeline import Result, compile_files
+from compiler.sweep.merge import merge_patch
 
 BUDGET = settings(derandomize=True, database=None, deadline=None, max_examples=60,
                   suppress_health_check=[HealthCheck.too_slow])

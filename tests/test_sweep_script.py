@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline import compile_files
-from compiler.write import apply, plan
+from compiler.pipeline.changes import changes_to as plan
+from compiler.pipeline.pipeline import compile_files
+from compiler.pipeline.write import apply
 from tests.conftest import SHELLS, Sandbox, make_sandbox, start_script, untimed
 
 SWEEP = """\

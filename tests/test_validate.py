@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from compiler.diagnostics import Diagnostic, did_you_mean, field_path
-from compiler.load import load_source
-from compiler.resources import run_schema
-from compiler.text import visible
-from compiler.validate import _validator, validate
+from compiler.core.diagnostics import Diagnostic, did_you_mean, field_path
+from compiler.core.resources import run_schema
+from compiler.core.text import visible
+from compiler.read.load import load_source
+from compiler.validate.validate import _validator, validate
 
 
 def patterns(schema: Any, where: str = "") -> list[tuple[str, str, Any]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler import write
+from compiler.pipeline import write
 from tests.conftest import PROJECT_RUNS
 
 IDS = sorted(PROJECT_RUNS)  # the examples are named after their ids

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compiler.cli import main
+from compiler.cli.main import main
 
 
 @dataclass(frozen=True)

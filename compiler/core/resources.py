@@ -1,0 +1,28 @@
+"""Where obc's own data files are: the Jinja templates and the JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+# compiler/, which holds this package (core/).
+_PACKAGE = Path(__file__).parent.parent
+
+
+def data_dir(name: str) -> Path:
+    """Return obc's folder `name`: inside the package in a wheel, beside it in a checkout."""
+    packaged = _PACKAGE / name
+    return packaged if packaged.is_dir() else _PACKAGE.parent / name
+
+
+def schema_path() -> Path:
+    """Return the path of the run file's JSON Schema."""
+    return data_dir("schemas") / "run.schema.json"
+
+
+@cache
+def run_schema() -> dict[str, Any]:
+    """Return the run file's JSON Schema, read once per process."""
+    return json.loads(schema_path().read_text(encoding="utf-8"))

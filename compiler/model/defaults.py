@@ -1,0 +1,77 @@
+"""Every default obc applies, in one place: what a job gets for a field its run file leaves out,
+and the defaults of the tools obc drives that it must know to say what a job does.
+
+normalise applies them to build the `Job`; the rules, the sweep and the renderers read them
+here to judge or show the same value. Imports nothing.
+"""
+
+# obc's own, for a field the run file leaves out.
+DEFAULT_GPUS = "all"
+DEFAULT_USER = "invoker"  # runtimes.INVOKER: the user who starts the job
+DEFAULT_CLEANENV = True
+DEFAULT_CONTAIN = True
+DEFAULT_ENROOT_VERSION = 3
+DEFAULT_READONLY = False
+DEFAULT_SHARED = False
+DEFAULT_PREPROCESS = False
+DEFAULT_MERGE = False
+DEFAULT_ON_SIGNAL = True
+DEFAULT_SECRET_REQUIRED = True
+DEFAULT_SLURM_NODES = 1
+DEFAULT_REQUEUE = False
+DEFAULT_IMAGE = (
+    "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1"
+    "@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b"
+)
+# Seconds a stopped step has between TERM and KILL: a trainer that saves on TERM needs more
+# than the engines' 10 s.
+DEFAULT_STOP_TIMEOUT = 60
+# Which checkpoint train resumes from (model.job.Resume).
+DEFAULT_RESUME = "same-inputs"
+DEFAULT_RUN_DIR = "~/overbrainer/runs/{id}"
+DEFAULT_CACHE_DIR = "~/overbrainer/.hf-cache"
+# Seconds a checkpointing trainer has to save on a stop signal, and how often the job looks
+# for the checkpoint it asked for.
+DEFAULT_GRACE = 45
+DEFAULT_CHECK_INTERVAL = 1
+# The signal Slurm sends the script before the time limit.
+DEFAULT_SLURM_SIGNAL = "B:TERM@120"
+# With slurm.max_restarts: a signal that scancel and preemption do not send, so that the job
+# can tell the time limit and requeue itself.
+DEFAULT_RESTART_SIGNAL = "B:USR1@120"
+DEFAULT_SLURM_OUTPUT = "%x-%j.out"
+DEFAULT_RENDEZVOUS_PORT = 29500
+# The most runs a sweep's matrix may make.
+DEFAULT_MAX_RUNS = 256
+
+# The defaults the run file's schema declares (for editors), by field path: the schema must
+# declare exactly these (tests/test_defaults.py).
+RUN_FILE_DEFAULTS = {
+    "runtime.cleanenv": DEFAULT_CLEANENV,
+    "runtime.contain": DEFAULT_CONTAIN,
+    "runtime.enroot_version": DEFAULT_ENROOT_VERSION,
+    "runtime.gpus": DEFAULT_GPUS,
+    "runtime.mounts.readonly": DEFAULT_READONLY,
+    "runtime.user": DEFAULT_USER,
+    "runtime.stop_timeout": DEFAULT_STOP_TIMEOUT,
+    "paths.shared": DEFAULT_SHARED,
+    "trainer.axolotl.preprocess": DEFAULT_PREPROCESS,
+    "trainer.axolotl.merge": DEFAULT_MERGE,
+    "trainer.axolotl.resume": DEFAULT_RESUME,
+    "checkpoint.on_signal": DEFAULT_ON_SIGNAL,
+    "checkpoint.grace": DEFAULT_GRACE,
+    "checkpoint.check_interval": DEFAULT_CHECK_INTERVAL,
+    "secrets.required": DEFAULT_SECRET_REQUIRED,
+    "slurm.nodes": DEFAULT_SLURM_NODES,
+    "slurm.requeue": DEFAULT_REQUEUE,
+    "slurm.rendezvous_port": DEFAULT_RENDEZVOUS_PORT,
+    "matrix.max_runs": DEFAULT_MAX_RUNS,
+}
+
+# The tools' own, which obc does not set but must know.
+# Where Axolotl writes checkpoints when the config does not say (its schema's default).
+DEFAULT_OUTPUT_DIR = "./model-out"
+# Where Axolotl 0.19 keeps the prepared dataset when the config names no dataset_prepared_path.
+DEFAULT_PREPARED_DIR = "last_run_prepared"
+# Seconds before the time limit Slurm sends a `--signal` that names none.
+SLURM_DEFAULT_LEAD = 60

@@ -1,0 +1,371 @@
+"""The normalised job: plain, frozen, typed data with every default applied.
+
+normalise.py builds it from a valid run file; render.py turns it into a script. Anything a
+template would otherwise have to work out from several fields is a property here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+from .runtimes import CONTAINER_CACHE_DIR, Apptainer, Container, Enroot, Gpus, Native
+from .slurm import RENDEZVOUS_NAMES, Slurm
+
+# Which checkpoint train resumes from: only one the same training inputs made, any, or none.
+Resume = Literal["same-inputs", "any", "never"]
+Nodes = Literal["all", "first"]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One program run in the run dir; `argv[0]` is the program as the run file names it.
+    In a job on several nodes, `nodes` says whether srun starts it on every node."""
+
+    name: str
+    argv: tuple[str, ...]
+    nodes: Nodes = "first"
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedFile:
+    """A text file the script writes into the run dir; `origin` says where it came from, and
+    `obc_adds` the settings obc added to it (`dynamic_checkpoint.enabled`, "true"), which
+    `content` ends with."""
+
+    path: str
+    content: str
+    origin: str
+    obc_adds: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def ends_with_newline(self) -> bool:
+        return self.content.endswith("\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """An environment variable passed by name; a required one must be set and not empty."""
+
+    name: str
+    required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoints:
+    """Where Axolotl's train step writes its checkpoint-N folders: its output_dir as the
+    trainer sees it (relative to the run dir, or absolute in its container), and where the
+    script finds it: `host_base` (None: the run dir; else a folder on the machine, such as a
+    mount's source) joined with `host_rest`. `resume` says which complete one train starts
+    from (README, "Preemption and resume"); `prepared_dir`, Axolotl's prepared dataset when
+    it is in the run dir, is set aside with the checkpoints when the job starts over."""
+
+    step: str
+    output_dir: str
+    host_base: str | None
+    host_rest: str
+    resume: Resume
+    prepared_dir: str | None = None
+
+    @property
+    def own_folder(self) -> bool:
+        """Whether output_dir is a folder of its own, not the run dir itself."""
+        return not (self.host_base is None and self.host_rest == ".")
+
+    @property
+    def host_suffix(self) -> str:
+        """What leads from host_base to output_dir: nothing when it is that folder (so that
+        messages name it as written), else `/` and host_rest."""
+        return "" if self.host_rest == "." else "/" + self.host_rest
+
+
+@dataclass(frozen=True, slots=True)
+class OnSignal:
+    """On a stop signal, ask Axolotl for a checkpoint (its dynamic_checkpoint `trigger` file
+    in output_dir) and wait up to `grace` seconds for it before stopping the step."""
+
+    grace: int
+    trigger: str
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A step that fails with one of these exit codes is run again, up to `max` times."""
+
+    exit_codes: tuple[int, ...]
+    max: int
+
+
+class SweepChange(NamedTuple):
+    """What a sweep's patches did to one field, as the header shows it: its value in the run
+    file (`(unset)`) and in this run (`(deleted)`)."""
+
+    field: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRun:
+    """A job's place in a sweep (a run file with a matrix): the sweep's id, its label on each
+    axis (none for a named extra run), and what its patches changed. Nothing of the other
+    runs: a label added to an axis changes no other run's meaning."""
+
+    sweep: str
+    labels: tuple[tuple[str, str], ...]
+    name: str | None
+    changes: tuple[SweepChange, ...]
+    # The Axolotl config file its patches were applied to, if they were.
+    config_file: str | None = None
+
+
+def lookup(program: str) -> Literal["path", "absolute", "run_dir"]:
+    """How the shell finds `program`: on PATH, at an absolute (or ~/) path, or in the run dir."""
+    if "/" not in program:
+        return "path"
+    return "absolute" if program.startswith(("/", "~")) else "run_dir"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """Everything the script needs, defaults applied; paths as written (`~` and `${NAME}`
+    are expanded by the script where it runs)."""
+
+    id: str
+    source_file: str
+    obc_version: str
+    description: str | None
+    runtime: Container | Native | Apptainer | Enroot
+    gpus: Gpus
+    run_dir: str
+    # None for a native job that sets no cache dir: Hugging Face then uses its own default.
+    cache_dir: str | None
+    # The run dir may sit in a folder the team shares (paths.shared): it and the folders
+    # above it may be another user's or group-writable.
+    shared: bool
+    steps: tuple[Step, ...]
+    files: tuple[EmbeddedFile, ...]
+    env: tuple[tuple[str, str], ...]
+    secrets: tuple[Secret, ...]
+    # Seconds between the TERM that stops a step and the KILL that ends it.
+    stop_timeout: int
+    slurm: Slurm | None = None
+    checkpoints: Checkpoints | None = None
+    on_signal: OnSignal | None = None
+    retry: Retry | None = None
+    # sha256 of the inputs that shaped the script (provenance.py): run file, embedded files,
+    # the lock entry of its image. The pipeline sets it: it has the bytes.
+    inputs: str = ""
+    sweep: SweepRun | None = None
+
+    @property
+    def wandb_run_id(self) -> bool:
+        """Whether the job gives Axolotl's W&B run an id of its own, one per run dir, so that
+        a resumed attempt continues the run (with WANDB_RESUME=allow) rather than start
+        another: with a trainer, unless the run file sets WANDB_RUN_ID."""
+        return self.checkpoints is not None and "WANDB_RUN_ID" not in dict(self.env)
+
+    @property
+    def resumes(self) -> bool:
+        """Whether train resumes from a checkpoint (resume is not `never`): the script then
+        takes --resume-from, and a finished step counts only for the same training inputs."""
+        return self.checkpoints is not None and self.checkpoints.resume != "never"
+
+    @property
+    def checkpoints_in_run_dir(self) -> bool:
+        """Whether train writes its checkpoints under the run dir (not in a mount's folder)."""
+        return self.checkpoints is not None and self.checkpoints.host_base is None
+
+    @property
+    def requeues_at_time_limit(self) -> bool:
+        """Whether the job requeues itself when Slurm signals that the time limit is near:
+        with slurm.max_restarts, and a signal only the time limit sends."""
+        return bool(self.slurm and self.slurm.max_restarts and self.slurm.time_limit_signal)
+
+    @property
+    def writes_into_run_dir(self) -> bool:
+        """Whether the script writes files into the run dir: the embedded files, and its own
+        copy that srun starts for the node tasks."""
+        return bool(self.files or self.node_tasks)
+
+    @property
+    def run_hash(self) -> bool:
+        """Whether the script makes the run dir's short hash: its container is named after it,
+        and its W&B run id holds it."""
+        return self.wandb_run_id or self.container is not None
+
+    @property
+    def restartable(self) -> bool:
+        """Whether a run may start again from the top as the same Slurm job (requeued by
+        Slurm, or by itself)."""
+        return self.slurm is not None and self.slurm.restartable
+
+    @property
+    def checked_output_dir(self) -> bool:
+        """Whether preflight checks train's output_dir (where the job moves checkpoints aside
+        and makes the trigger file) as it checks the run dir: when it is outside the run dir
+        (absolute, or a mount's source), or anywhere in a run dir a team shares, where another
+        member could have put a link in its place."""
+        return self.checkpoints is not None and \
+            (self.shared or self.checkpoints.host_base is not None)
+
+    @property
+    def training_steps(self) -> tuple[Step, ...]:
+        """The steps up to train, whose work checkpoints carry; every step, without a
+        trainer."""
+        if self.checkpoints is None:
+            return self.steps
+        names = [step.name for step in self.steps]
+        return self.steps[:names.index(self.checkpoints.step) + 1]
+
+    @property
+    def training_input_lines(self) -> tuple[str, ...]:
+        """What the work of the training steps depends on, one line each: each embedded file
+        (the trainer's config, attached files and data) by its sha256, the program that runs
+        (image or venv) and each step's command. Not the run file itself: another run of its
+        sweep, a time limit or a notification changes nothing the steps do."""
+        files = tuple(f"file {f.path} {hashlib.sha256(f.content.encode()).hexdigest()}"
+                      for f in sorted(self.files, key=lambda f: f.path))
+        return (*files, f"program {self._program}",
+                *(f"step {step.name} {json.dumps(step.argv)}" for step in self.training_steps))
+
+    @property
+    def training_inputs(self) -> str:
+        """`sha256:HEX` of `training_input_lines`: the identity of the checkpoints train makes
+        and of the steps that finished. The header shows it, `obc plan` compares it, and the
+        script records it with each attempt."""
+        listing = "".join(line + "\n" for line in self.training_input_lines)
+        return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
+
+    def step_inputs(self, step: Step) -> str:
+        """What the record that a step finished names: the training inputs, and for a step
+        after train, a hash of its own command too."""
+        if step in self.training_steps:
+            return self.training_inputs
+        own = hashlib.sha256(json.dumps(step.argv).encode()).hexdigest()[:16]
+        return f"{self.training_inputs}+{own}"
+
+    @property
+    def _program(self) -> str:
+        """Where the steps' programs come from: the image (with its digest, when known), or
+        the venv and PATH."""
+        if self.native is not None:
+            return f"venv {self.native.venv}" if self.native.venv else "PATH"
+        image = self.runtime.image
+        # An image file's checked SHA-256 (a registry's image names its digest, if any).
+        sha256 = getattr(self.runtime, "image_sha256", None) \
+            if getattr(self.runtime, "image_is_file", False) else None
+        return f"image {image}" + (f" sha256:{sha256}" if sha256 else "")
+
+    @property
+    def container(self) -> Container | None:
+        return self.runtime if isinstance(self.runtime, Container) else None
+
+    @property
+    def native(self) -> Native | None:
+        return self.runtime if isinstance(self.runtime, Native) else None
+
+    @property
+    def apptainer(self) -> Apptainer | None:
+        return self.runtime if isinstance(self.runtime, Apptainer) else None
+
+    @property
+    def enroot(self) -> Enroot | None:
+        return self.runtime if isinstance(self.runtime, Enroot) else None
+
+    @property
+    def required_secrets(self) -> tuple[str, ...]:
+        """The names of the secrets preflight requires to be set and not empty."""
+        return tuple(secret.name for secret in self.secrets if secret.required)
+
+    @property
+    def programs(self) -> tuple[str, ...]:
+        """The distinct programs a native job runs, in step order."""
+        if self.native is None:
+            return ()
+        return tuple(dict.fromkeys(step.argv[0] for step in self.steps))
+
+    @property
+    def file_folders(self) -> tuple[str, ...]:
+        """The folders the embedded files go in, outermost first: a/b/c.py → a, a/b."""
+        folders = []
+        for file in self.files:
+            parts = file.path.split("/")[:-1]
+            folders += ["/".join(parts[: i + 1]) for i in range(len(parts))]
+        return tuple(dict.fromkeys(folders))
+
+    @property
+    def container_prefix(self) -> str:
+        """The start of the container names; the script adds the run dir's own part."""
+        return f"overbrainer-{self.id}"
+
+    @property
+    def node_steps(self) -> tuple[str, ...]:
+        """The steps srun starts on every node of a job on several nodes."""
+        if self.slurm is None or not self.slurm.multi_node:
+            return ()
+        return tuple(step.name for step in self.steps if step.nodes == "all")
+
+    @property
+    def node_tasks(self) -> tuple[str, ...]:
+        """The steps on every node that srun starts as this script with --node-task (each
+        node's private copy, checked against its sha256), which then runs the node's part;
+        for enroot, srun starts the containers itself."""
+        return () if self.enroot else self.node_steps
+
+    @property
+    def gpu_args(self) -> tuple[str, ...]:
+        """The engine options that give the container this job's GPUs (the engine's own:
+        Container.gpu_args)."""
+        return self.container.gpu_args(self.gpus) if self.container else ()
+
+    @property
+    def cuda_visible_devices(self) -> str | None:
+        """What a native, apptainer or enroot job sets CUDA_VISIBLE_DEVICES to, or None to
+        leave it alone."""
+        if self.gpus == "all":
+            return None
+        return "" if self.gpus == "none" else ",".join(self.gpus)
+
+    @property
+    def slurm_names(self) -> tuple[str, ...]:
+        """The variables Slurm or the script set that a container must be given by name: the
+        GPUs Slurm picked, and in a multi-node job the rendezvous."""
+        if self.slurm is None:
+            return ()
+        gpus = ("CUDA_VISIBLE_DEVICES",) if self.slurm.gpus_per_node else ()
+        return gpus + (RENDEZVOUS_NAMES if self.slurm.multi_node else ())
+
+    @property
+    def container_values(self) -> tuple[tuple[str, str], ...]:
+        """What an apptainer or enroot job gives its containers by value: the cache, the
+        env, and the GPUs runtime.gpus selects (HOME is apptainer's --home; enroot's is a
+        folder of the container, since enroot itself finds its data under HOME)."""
+        gpus = self.cuda_visible_devices
+        return ((("HF_HOME", CONTAINER_CACHE_DIR), *self.env)
+                + ((("CUDA_VISIBLE_DEVICES", gpus),) if gpus is not None else ()))
+
+    @property
+    def apptainer_args(self) -> tuple[str, ...]:
+        """The options obc gives `apptainer exec` for this job (Apptainer.exec_args)."""
+        return self.apptainer.exec_args(self.gpus) if self.apptainer else ()
+
+    @property
+    def enroot_args(self) -> tuple[str, ...]:
+        """The options obc gives each srun step of this enroot job (Enroot.srun_args)."""
+        return self.enroot.srun_args(self.passed_names) if self.enroot else ()
+
+    @property
+    def passed_names(self) -> tuple[str, ...]:
+        """Every variable an apptainer or enroot job gives its containers: by value, the
+        W&B run id the script makes, and by name."""
+        run_id = ("WANDB_RUN_ID",) if self.wandb_run_id else ()
+        return (*(name for name, _ in self.container_values), *run_id, *self.container_names)
+
+    @property
+    def container_names(self) -> tuple[str, ...]:
+        """What an apptainer or enroot job gives its containers by name, from the job's own
+        environment: the secrets, and what Slurm or the script set."""
+        return (*(secret.name for secret in self.secrets), *self.slurm_names)

@@ -1,0 +1,230 @@
+"""Stage 3, normalise: valid run-file data (+ the files it names) → a `Job`, defaults applied.
+
+The defaults it applies live in model/defaults.py. The input has passed validation, so the
+data has the shape the schema promises; nothing here reports problems.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ..model.defaults import (
+    DEFAULT_CACHE_DIR,
+    DEFAULT_CLEANENV,
+    DEFAULT_CONTAIN,
+    DEFAULT_ENROOT_VERSION,
+    DEFAULT_GPUS,
+    DEFAULT_IMAGE,
+    DEFAULT_RENDEZVOUS_PORT,
+    DEFAULT_REQUEUE,
+    DEFAULT_RUN_DIR,
+    DEFAULT_SECRET_REQUIRED,
+    DEFAULT_SHARED,
+    DEFAULT_SLURM_NODES,
+    DEFAULT_SLURM_OUTPUT,
+    DEFAULT_STOP_TIMEOUT,
+    DEFAULT_USER,
+)
+from ..model.engine_args import normal_words
+from ..model.job import (
+    EmbeddedFile,
+    Job,
+    Retry,
+    Secret,
+    Step,
+    SweepRun,
+)
+from ..model.runtimes import (
+    ENROOT_DIGESTS,
+    Apptainer,
+    Container,
+    Enroot,
+    Native,
+    mounts_of,
+)
+from ..model.slurm import Slurm, default_signal
+from ..read.axolotl import read_config
+from ..read.load import CONFIG_FIELD, Path_
+from . import trainer
+
+# Axolotl sends no telemetry (with no network, it would keep `axolotl train` from exiting),
+# and a resumed run continues its W&B run (the job sets WANDB_RUN_ID, which needs the run
+# dir, where it runs).
+NO_TELEMETRY = (("AXOLOTL_DO_NOT_TRACK", "1"),)
+AXOLOTL_ENV = (*NO_TELEMETRY, ("WANDB_RESUME", "allow"))
+# Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
+# run dir may not exist before the job creates it).
+WANDB_GROUP = "WANDB_RUN_GROUP"
+
+
+def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
+    """Return the fields that name files to embed, with the path each names."""
+    fields: list[tuple[Path_, str]] = []
+    config = data.get("trainer", {}).get("axolotl", {}).get("config")
+    if isinstance(config, str):
+        fields.append((CONFIG_FIELD, config))
+    fields += [(("files", name), source) for name, source in data.get("files", {}).items()]
+    return fields
+
+
+def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
+        source_file: str, data: dict[str, Any], attachments: dict[Path_, str],
+        digests: Mapping[str, str], obc_version: str, *, sweep: SweepRun | None = None) -> Job:
+    """Return the job a valid run file describes; `attachments` holds the files it names,
+    `digests` the image lock (tag → digest, from obc.lock), `sweep` its place in a sweep."""
+    runtime = data["runtime"]
+    kind = runtime["kind"]
+    job_id = data["id"]
+    paths = data.get("paths", {})
+    cache_default = None if kind == "native" else DEFAULT_CACHE_DIR
+    slurm = _slurm(data["slurm"], job_id, "trainer" in data, "retry" in data) \
+        if "slurm" in data else None
+    runtime_model = _runtime(runtime, digests,
+                             multi_node=slurm is not None and slurm.multi_node)
+    config = _axolotl_config(data, attachments)
+    mounts = None if kind == "native" else runtime_model.mounts
+    return Job(
+        id=job_id,
+        source_file=source_file,
+        obc_version=obc_version,
+        description=data.get("description"),
+        runtime=runtime_model,
+        gpus=_gpus(runtime.get("gpus", DEFAULT_GPUS)),
+        run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
+        cache_dir=paths.get("cache_dir", cache_default),
+        shared=paths.get("shared", DEFAULT_SHARED),
+        steps=_steps(data),
+        files=_files(data, attachments, sweep, config),
+        env=_env(data, sweep),
+        secrets=tuple(_secret(item) for item in data.get("secrets", ())),
+        stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
+        slurm=slurm,
+        checkpoints=None if config is None else trainer.checkpoints(data, config, mounts),
+        on_signal=None if config is None else trainer.signal_checkpoint(data, config),
+        retry=_retry(data.get("retry")),
+        sweep=sweep,
+    )
+
+
+def _axolotl_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
+        dict[str, Any] | None:
+    """The Axolotl config as data: what a config file holds, or the inline mapping."""
+    if "trainer" not in data:
+        return None
+    config = data["trainer"]["axolotl"]["config"]
+    return read_config(attachments[CONFIG_FIELD]) if isinstance(config, str) else config
+
+
+def _retry(retry: dict[str, Any] | None) -> Retry | None:
+    if retry is None:
+        return None
+    return Retry(tuple(retry["on_exit_codes"]), retry["max"])
+
+
+def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,
+             multi_node: bool) -> Container | Native | Apptainer | Enroot:
+    kind = runtime["kind"]
+    if kind == "native":
+        return Native(venv=runtime.get("venv"), env_file=runtime.get("env_file"))
+    mounts = mounts_of(runtime)
+    if kind == "apptainer":
+        return Apptainer(image=runtime["image"], image_sha256=runtime.get("image_sha256"),
+                         mounts=mounts, cleanenv=runtime.get("cleanenv", DEFAULT_CLEANENV),
+                         contain=runtime.get("contain", DEFAULT_CONTAIN))
+    if kind == "enroot":
+        version = runtime.get("enroot_version", DEFAULT_ENROOT_VERSION)
+        image = runtime["image"]
+        return Enroot(image=_locked(image, digests) if version >= ENROOT_DIGESTS else image,
+                      image_sha256=runtime.get("image_sha256"), mounts=mounts,
+                      enroot_version=version)
+    return Container(
+        engine=kind,
+        image=_locked(runtime.get("image", DEFAULT_IMAGE), digests),
+        shm_size=runtime.get("shm_size"),
+        mounts=mounts,
+        extra_args=normal_words(kind, runtime.get("extra_args", ())),
+        user=str(runtime.get("user", DEFAULT_USER)),
+        host_network=multi_node,
+    )
+
+
+def _locked(image: str, digests: Mapping[str, str]) -> str:
+    """A locked tag keeps its name for the reader and gains the digest the engine pulls."""
+    return f"{image}@{digests[image]}" if image in digests else image
+
+
+def _gpus(gpus: str | list[int | str]) -> str | tuple[str, ...]:
+    return gpus if isinstance(gpus, str) else tuple(str(device) for device in gpus)
+
+
+def _steps(data: dict[str, Any]) -> tuple[Step, ...]:
+    """The trainer's steps, then the explicit ones; only train runs on every node unless a
+    step says otherwise."""
+    first = trainer.axolotl_steps(data["trainer"]["axolotl"]) if "trainer" in data else ()
+    return first + tuple(
+        Step(step["name"], tuple(step["run"]),
+             step.get("nodes", "all" if step["name"] == "train" else "first"))
+        for step in data.get("steps", ()))
+
+
+def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool, retry: bool) -> Slurm:
+    time = slurm.get("time")
+    return Slurm(
+        job_name=slurm.get("job_name", job_id),
+        output=slurm.get("output", DEFAULT_SLURM_OUTPUT),
+        signal=slurm.get("signal", default_signal(slurm)),
+        requeue=slurm.get("requeue", DEFAULT_REQUEUE),
+        nodes=slurm.get("nodes", DEFAULT_SLURM_NODES),
+        gpus_per_node=slurm.get("gpus_per_node"),
+        cpus_per_task=slurm.get("cpus_per_task"),
+        partition=slurm.get("partition"),
+        account=slurm.get("account"),
+        qos=slurm.get("qos"),
+        time=None if time is None else str(time),
+        mem=slurm.get("mem"),
+        constraint=slurm.get("constraint"),
+        rendezvous_port=slurm.get("rendezvous_port", DEFAULT_RENDEZVOUS_PORT),
+        extra=tuple(slurm.get("extra", ())),
+        max_restarts=slurm.get("max_restarts"),
+        requeues_itself="max_restarts" in slurm or retry,
+        # Axolotl's train is launched with torchrun across the nodes.
+        torchrun_step=trainer.TRAIN if axolotl else None,
+    )
+
+
+def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun | None,
+           config: dict[str, Any] | None) -> tuple[EmbeddedFile, ...]:
+    files = []
+    if config is not None:
+        file = trainer.config_file(data, attachments.get(CONFIG_FIELD), config)
+        if sweep is not None and sweep.config_file is not None:
+            file = dataclasses.replace(file, origin=f"{sweep.config_file}, patched")
+        files.append(file)
+    for name, source in data.get("files", {}).items():
+        files.append(EmbeddedFile(name, attachments[("files", name)], source))
+    return tuple(files)
+
+
+def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str], ...]:
+    env = {name: str(value["value"] if isinstance(value, dict) else value)
+           for name, value in data.get("env", {}).items()}
+    defaults = AXOLOTL_ENV if "trainer" in data else \
+        NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
+    secrets = {_secret(item).name for item in data.get("secrets", ())}
+    if sweep is not None and WANDB_GROUP not in secrets:
+        # The runs of a sweep are one group in W&B (README, "Sweeps").
+        defaults += ((WANDB_GROUP, sweep.sweep),)
+    return tuple((name, value) for name, value in defaults if name not in env) + tuple(
+        env.items())
+
+
+def _runs_axolotl(step: dict[str, Any]) -> bool:
+    return step["run"][0].rpartition("/")[2] == "axolotl"
+
+
+def _secret(item: str | dict[str, Any]) -> Secret:
+    if isinstance(item, str):
+        return Secret(item, required=True)
+    return Secret(item["name"], required=item.get("required", DEFAULT_SECRET_REQUIRED))

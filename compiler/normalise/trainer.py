@@ -1,0 +1,144 @@
+"""Normalising `trainer.axolotl`: its steps, the config written into the run dir, where train
+resumes from and how it checkpoints on a stop signal. Part of the normalise stage: the input
+is valid, so nothing here reports problems (axolotl.config_problems has reported them)."""
+
+from __future__ import annotations
+
+import io
+import posixpath
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from ..model.defaults import (
+    DEFAULT_CHECK_INTERVAL,
+    DEFAULT_GRACE,
+    DEFAULT_MERGE,
+    DEFAULT_ON_SIGNAL,
+    DEFAULT_OUTPUT_DIR,
+    DEFAULT_PREPARED_DIR,
+    DEFAULT_PREPROCESS,
+    DEFAULT_RESUME,
+)
+from ..model.job import Checkpoints, EmbeddedFile, OnSignal, Resume, Step
+from ..model.runtimes import Mount, host_folder
+from ..read.axolotl import AXOLOTL_CONFIG_NAME, TRIGGER_FILE
+
+# Step name and Axolotl command, in the order they run.
+AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
+TRAIN = "train"
+
+
+def resume_policy(data: dict[str, Any]) -> Resume:
+    return data["trainer"]["axolotl"].get("resume", DEFAULT_RESUME)
+
+
+def axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
+    enabled = {"preprocess": axolotl.get("preprocess", DEFAULT_PREPROCESS), TRAIN: True,
+               "merge": axolotl.get("merge", DEFAULT_MERGE)}
+    extra = {TRAIN: tuple(axolotl.get("args", ()))}
+    return tuple(Step(name, ("axolotl", command, AXOLOTL_CONFIG_NAME, *extra.get(name, ())),
+                      "all" if name == TRAIN else "first")
+                 for name, command in AXOLOTL_STEPS if enabled[name])
+
+
+def config_file(data: dict[str, Any], text: str | None, parsed: dict[str, Any]) -> EmbeddedFile:
+    """The Axolotl config as the job writes it into the run dir: a config file as it is
+    (`text`), an inline config as YAML that Axolotl reads back to the same values; with
+    checkpoint on_signal, and no dynamic_checkpoint of the user's own (in `parsed`, the
+    config as data), a block that turns it on."""
+    config = data["trainer"]["axolotl"]["config"]
+    body = text if isinstance(config, str) and text is not None else dump_config(config)
+    origin = config if isinstance(config, str) else "trainer.axolotl.config"
+    if not on_signal(data) or "dynamic_checkpoint" in parsed:
+        return EmbeddedFile(AXOLOTL_CONFIG_NAME, body, origin)
+    adds = _trigger_settings(data.get("checkpoint", {}))
+    return EmbeddedFile(AXOLOTL_CONFIG_NAME, _with_settings(body, adds), origin, adds)
+
+
+def _trigger_settings(checkpoint: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What obc adds to the config for checkpoint.on_signal: dynamic_checkpoint, on."""
+    interval = checkpoint.get("check_interval", DEFAULT_CHECK_INTERVAL)
+    return (("dynamic_checkpoint.enabled", "true"),
+            ("dynamic_checkpoint.check_interval", str(interval)))
+
+
+def _with_settings(body: str, settings: tuple[tuple[str, str], ...]) -> str:
+    """The config with `settings` (all of one block, `block.key`) added at its end."""
+    ending = "" if body.endswith("\n") or not body else "\n"
+    block = settings[0][0].partition(".")[0]
+    return (f"{body}{ending}\n"
+            "# Added by obc (checkpoint.on_signal): when the job is told to stop, job.sh\n"
+            f"# creates {TRIGGER_FILE} in output_dir and waits for the checkpoint\n"
+            "# Axolotl then saves, before it stops train.\n"
+            f"{block}:\n" + "".join(f"  {key.partition('.')[2]}: {value}\n"
+                                    for key, value in settings))
+
+
+def on_signal(data: dict[str, Any]) -> bool:
+    return "trainer" in data and data.get("checkpoint", {}).get("on_signal", DEFAULT_ON_SIGNAL)
+
+
+def signal_checkpoint(data: dict[str, Any], config: dict[str, Any]) -> OnSignal | None:
+    if not on_signal(data):
+        return None
+    ours = config.get("dynamic_checkpoint") or {}
+    trigger = ours.get("trigger_file_path") or TRIGGER_FILE
+    return OnSignal(data.get("checkpoint", {}).get("grace", DEFAULT_GRACE), str(trigger))
+
+
+def checkpoints(data: dict[str, Any], config: dict[str, Any],
+                mounts: tuple[Mount, ...] | None) -> Checkpoints | None:
+    """Where train's checkpoints are: on the machine, and as Axolotl sees them (in a
+    container, `mounts` map its paths to the machine's; None for a native job)."""
+    resume = resume_policy(data)
+    if resume == "never" and not on_signal(data):
+        return None
+    output_dir = posixpath.normpath(str(config.get("output_dir", DEFAULT_OUTPUT_DIR)))
+    if not output_dir.startswith("/"):
+        base, rest = None, output_dir
+    elif mounts is None:
+        base, rest = output_dir, "."
+    else:
+        mapped = host_folder(output_dir, mounts)
+        if mapped is None:  # axolotl.py reports it before the job is built
+            raise ValueError(f"{output_dir} is in no folder the container mounts")
+        base, rest = mapped
+    return Checkpoints(TRAIN, output_dir, base, rest, resume, _prepared_dir(config))
+
+
+def _prepared_dir(config: dict[str, Any]) -> str | None:
+    """Axolotl's prepared dataset as a path in the run dir, if it is one (a folder elsewhere
+    is left alone when the job starts over: Axolotl names its parts by their inputs)."""
+    path = config.get("dataset_prepared_path") or DEFAULT_PREPARED_DIR
+    path = posixpath.normpath(str(path))
+    return None if path.startswith(("/", "..")) or path == "." else path
+
+
+def dump_config(config: dict[str, Any]) -> str:
+    """Return an inline Axolotl config as YAML that Axolotl reads back to the same values."""
+    # Axolotl reads its config with PyYAML, which speaks YAML 1.1: written as 1.1, strings
+    # such as 'yes' or 'on' come out quoted and floats keep the dot PyYAML needs (2.0e-05).
+    text = _dump(config, allow_unicode=True)
+    # Some characters (NEL, U+2028) are line breaks to YAML 1.1 even inside quotes; escaping
+    # every non-ASCII character keeps them exact. A dump in ASCII has none of them, and would
+    # be dumped the same way again: reading it back (a millisecond a job) could change nothing.
+    if not text.isascii() and _load_1_1(text) != config:
+        text = _dump(config, allow_unicode=False)
+    return text
+
+
+def _dump(config: dict[str, Any], *, allow_unicode: bool) -> str:
+    yaml = YAML(typ="safe", pure=True)
+    yaml.version = (1, 1)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False
+    yaml.allow_unicode = allow_unicode
+    yaml.width = 4096
+    stream = io.StringIO()
+    yaml.dump(config, stream)
+    return stream.getvalue()
+
+
+def _load_1_1(text: str) -> Any:
+    return YAML(typ="safe", pure=True).load(text)

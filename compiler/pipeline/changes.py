@@ -1,0 +1,284 @@
+"""Stage 6a, compare: compiled scripts against OUT → the change each file would undergo.
+Reads OUT, never writes it: write.py carries the changes out.
+
+The files are OUT/<id>/job.sh, and a sweep's OUT/<id>/sweep.sh and runs.tsv. obc owns a
+file only if it carries obc's generated-file header (its second line). It never writes over,
+deletes or follows anything else.
+
+Every file under OUT is accounted for: one the inputs produce is compared byte for byte; an
+obc file they do not produce is kept only if the run file its header names compiles to
+exactly its bytes; and anything else where obc writes, or claiming obc's header anywhere
+under OUT, is reported as not obc's (`--check` fails), but left as it is.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import itertools
+import os
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal, Protocol
+
+from ..core.diagnostics import ObcError
+from ..core.project import names_root
+from ..render.summary import GENERATED_PREFIX
+from ..render.sweep import RUNS_TABLE, SWEEP_SCRIPT
+from .pipeline import SCRIPT_MODE, SCRIPT_NAME
+
+HEADER_PREFIX = "# " + GENERATED_PREFIX
+HEADER_SUFFIX = ". DO NOT EDIT."
+# The files obc writes in each folder of OUT, and so the only ones it may find stale there.
+OUT_FILES = (SCRIPT_NAME, SWEEP_SCRIPT, RUNS_TABLE)
+
+# How a file claiming obc wrote it starts: the header, on line 1 or 2.
+CLAIM = GENERATED_PREFIX.split(" from ")[0].encode()
+
+Status = Literal["written", "unchanged", "removed", "changed", "missing", "stale", "kept",
+                 "foreign"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What happened, or (with --check) what would happen, to one file under OUT."""
+
+    path: Path
+    status: Status
+    old: bytes | None = None
+    new: bytes | None = None
+    old_mode: int = SCRIPT_MODE
+    # For a file no input produced: why it is stale, kept, or not obc's (foreign).
+    reason: str = ""
+    # The mode obc writes the file with.
+    mode: int = SCRIPT_MODE
+
+    def diff(self) -> str:
+        """Return a unified diff from the file on disk to what obc would write."""
+        return "".join(difflib.unified_diff(
+            _lines(self.old), _lines(self.new),
+            fromfile="/dev/null" if self.old is None else str(self.path),
+            tofile="/dev/null" if self.new is None else str(self.path)))
+
+    def first_changed_line(self) -> int:
+        """Return the 1-based number of the first line that differs (1 if none does)."""
+        pairs = itertools.zip_longest(_lines(self.old), _lines(self.new))
+        return next((n for n, (before, after) in enumerate(pairs, 1) if before != after), 1)
+
+    def source(self) -> str | None:
+        """Return the run file named in the header of the file on disk, if it names one."""
+        # Line 2 only: a thousand kept scripts must not be decoded whole to find it.
+        stream = io.BytesIO(self.old or b"")
+        stream.readline()
+        line = stream.readline().decode("utf-8", errors="replace").rstrip("\r\n")
+        if line.startswith(HEADER_PREFIX) and line.endswith(HEADER_SUFFIX):
+            return line[len(HEADER_PREFIX):-len(HEADER_SUFFIX)]
+        return None
+
+
+def _lines(data: bytes | None) -> list[str]:
+    # Split at LF only, as the shell does (str.splitlines also splits at U+2028 and others),
+    # and keep line ends: a CRLF line must differ from the LF line obc writes.
+    return [line.decode("utf-8", errors="replace") for line in io.BytesIO(data or b"")]
+
+
+def is_obc_file(path: Path) -> bool:
+    """Return whether `path` is a regular file (not a link) that carries obc's header."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return False
+        with path.open("rb") as stream:
+            stream.readline()
+            return stream.readline().startswith(HEADER_PREFIX.encode())
+    except OSError:
+        return False
+
+
+class Output(Protocol):
+    """A file to write under OUT (pipeline.Script, sweep.SweepFile, incremental.Reused)."""
+
+    @property
+    def relative_path(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def mode(self) -> int: ...
+    @property
+    def source_file(self) -> str: ...
+    @property
+    def folder(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Elsewhere:
+    """What run files not given compile to: those named by obc's files under OUT."""
+
+    outputs: tuple[Output, ...] = ()
+    # Each of them that did not compile, by the name its scripts' headers give it: why not.
+    problems: Mapping[str, str] = field(default_factory=dict)
+
+
+# Compiles the run files named by obc's files under OUT (header name → path) that were not
+# given, with the options of the inputs that were.
+CompileNamed = Callable[[dict[str, Path]], Elsewhere]
+
+
+def _compile_nothing(named: dict[str, Path]) -> Elsewhere:
+    return Elsewhere(problems=dict.fromkeys(named, "was not compiled"))
+
+
+def changes_to(out: Path, scripts: Iterable[Output], *, prune: bool = False,
+               compile_named: CompileNamed = _compile_nothing) -> list[Change]:
+    """Compare OUT with `scripts`: changed, missing, unchanged, stale, kept and foreign files,
+    in path order. An obc file that no input produced is stale when its run file is gone,
+    does not compile (`compile_named` compiles it) or compiles to other files; with `prune`,
+    always. It is kept when its run file was not given and compiles to exactly its bytes and
+    mode, and changed when to other ones. Any other file where obc writes, or claiming obc's
+    header elsewhere under OUT, is foreign.
+
+    Raises ObcError, naming every such path, if anything that is not obc's (a link, a folder,
+    a file without the header) stands where a script must go: obc writes nothing then.
+    """
+    scripts = list(scripts)
+    wanted = {out / script.relative_path: (script.text.encode(), script.mode)
+              for script in scripts}
+    conflicts = [problem for path in wanted if (problem := _conflict(out, path))]
+    if conflicts:
+        raise ObcError("not obc's, but where obc must write (obc writes nothing):\n  "
+                       + "\n  ".join(dict.fromkeys(conflicts)) + "\nobc replaces only files "
+                       "that carry its generated-file header, and never follows or replaces a "
+                       "link; move these away or delete them")
+    changes = [_compare(path, text, mode) for path, (text, mode) in wanted.items()]
+    compiled: dict[str, list[str]] = {}
+    for script in scripts:
+        folders = compiled.setdefault(script.source_file, [])
+        folders += [] if script.folder in folders else [script.folder]
+    found = [(path, reason) for path, reason in _unaccounted(out) if path not in wanted]
+    changes += [Change(path, "foreign", reason=reason) for path, reason in found if reason]
+    unproduced = [Change(path, "stale", path.read_bytes()) for path, reason in found
+                  if not reason]
+    root = names_root(out)
+    named = {source: root / source for change in unproduced
+             if (source := change.source()) and source not in compiled
+             and _names_a_file(root, source)}
+    elsewhere = compile_named(named) if named and not prune else Elsewhere()
+    producers = _Producers(root, compiled, elsewhere.problems, {
+        out / output.relative_path: (output.text.encode(), output.mode)
+        for output in elsewhere.outputs if output.source_file in named})
+    changes += [_unproduced(change, producers, prune) for change in unproduced]
+    return sorted(changes, key=lambda change: str(change.path))
+
+
+@dataclass(frozen=True, slots=True)
+class _Producers:
+    """The run files that obc's files under OUT name, as far as they are known: `compiled`,
+    those given, by the folders they made; and of those not given, `problems`, why each
+    that does not compile does not, and `produced`, the bytes and mode of each file they make,
+    by path. The names are relative to `root`."""
+
+    root: Path
+    compiled: dict[str, list[str]]
+    problems: Mapping[str, str]
+    produced: dict[Path, tuple[bytes, int]]
+
+
+def _unproduced(change: Change, producers: _Producers, prune: bool) -> Change:
+    """What becomes of an obc file that no input given produced this time (`change`: it as
+    stale): it stays stale, or it is kept or changed as its run file, not given, makes it."""
+    why = "not produced by these inputs (--prune)" if prune else _why_stale(
+        change.path, change.source(), producers)
+    if why:
+        return replace(change, reason=why)
+    compared = _compare(change.path, *producers.produced[change.path])
+    if compared.status == "changed":
+        return compared
+    return replace(compared, status="kept", reason=f"its run file {change.source()} was not "
+                   "given; it compiles to these bytes")
+
+
+def _why_stale(path: Path, source: str | None, producers: _Producers) -> str | None:
+    """Why an obc file that no input given produced is stale; None if its run file, not
+    given, makes it."""
+    if source is None:
+        return "its header names no run file"
+    if source not in producers.compiled and not _names_a_file(producers.root, source):
+        return f"its run file {source} is gone"
+    if len(producers.compiled.get(source, [])) == 1:
+        return f"its run file {source} now has id '{producers.compiled[source][0]}'"
+    if source in producers.problems:
+        return f"its run file {source} {producers.problems[source]}"
+    if path not in producers.produced:
+        return f"its run file {source} no longer makes it"
+    return None
+
+
+def _names_a_file(root: Path, source: str) -> bool:
+    """Whether a header's run file name is a path inside `root` (relative, no `..`) that is
+    a file: only such a name is compiled to see whether it makes the file."""
+    name = Path(source)
+    return not name.is_absolute() and ".." not in name.parts and (root / name).is_file()
+
+
+def _unaccounted(out: Path) -> Iterator[tuple[Path, str]]:
+    """Every file under OUT that obc must account for: each obc file where obc writes, with
+    no reason; and with why it is not obc's, anything else there (a link, a folder, a file
+    without the header) and any file elsewhere that claims obc's header. Links are not
+    followed."""
+    if not out.is_dir() or out.is_symlink():
+        return
+    for folder, folders, files in os.walk(out, onerror=_stop):
+        depth = len(Path(folder).relative_to(out).parts)
+        for name in sorted(folders + files):
+            path = Path(folder, name)
+            if depth == 1 and name in OUT_FILES:
+                yield path, "" if is_obc_file(path) else _why_not_obcs(path)
+            elif depth == 0 and path.is_symlink() and path.is_dir():
+                yield path, "a symbolic link, where obc makes its folders"
+            elif _claims_obc(path):
+                yield path, "its header claims obc wrote it, where obc writes no file"
+
+
+def _stop(error: OSError) -> None:
+    raise error  # a folder that cannot be read could hide anything: obc does not guess
+
+
+def _why_not_obcs(path: Path) -> str:
+    if path.is_symlink():
+        return "a symbolic link, where obc writes its files"
+    if not stat.S_ISREG(path.lstat().st_mode):
+        return "not a regular file, where obc writes its files"
+    return "it has no generated-file header, where obc writes its files"
+
+
+def _claims_obc(path: Path) -> bool:
+    """Whether `path` is a regular file (not a link) with obc's header on line 1 or 2."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return False
+        with path.open("rb") as stream:
+            return any(CLAIM in stream.readline(4096) for _ in range(2))
+    except OSError:
+        return False
+
+
+def _conflict(out: Path, path: Path) -> str | None:
+    for folder in (out, path.parent):
+        if folder.is_symlink():
+            return f"{folder}: is a symbolic link"
+        if folder.exists() and not folder.is_dir():
+            return f"{folder}: is not a folder"
+    if path.is_symlink():
+        return f"{path}: is a symbolic link"
+    if path.exists() and not is_obc_file(path):
+        return f"{path}: is not a file with obc's generated-file header"
+    return None
+
+
+def _compare(path: Path, new: bytes, mode: int) -> Change:
+    if not path.exists():
+        return Change(path, "missing", None, new, mode=mode)
+    old, old_mode = path.read_bytes(), stat.S_IMODE(path.stat().st_mode)
+    return Change(path, "unchanged" if old == new and old_mode == mode else "changed", old,
+                  new, old_mode, mode=mode)

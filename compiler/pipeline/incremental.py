@@ -1,0 +1,144 @@
+"""Outputs reused across runs: a run file whose bytes, name, embedded files, obc build and
+shellcheck build are all as when it last compiled (and passed the check) gives the same files
+(its job.sh, or a sweep's scripts, sweep.sh and runs.tsv), so `compile --check` of an
+unchanged tree only reads it and its record.
+
+A record holds, for each file, where it goes under OUT, its mode, its text and where the id
+it is named after stands. It says what the run file compiles to, never what is in OUT:
+changes.changes_to compares the files in OUT with that text, byte for byte, as with any compile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ..core.cache import FORMAT, Store, digest
+from ..core.project import source_name
+from ..core.resources import data_dir, schema_path
+from ..read.load import MAX_FILE_BYTES, Mark, display_name
+
+# compiler/, all of whose modules make obc's build.
+_PACKAGE = Path(__file__).parent.parent
+# A folder or file name under OUT as obc makes them: never `..`, never a path.
+_NAME = re.compile("[a-z0-9][a-z0-9_.-]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Reuse:
+    """Where records are kept, and what all of them depend on."""
+
+    store: Store
+    # The obc build (its code, templates and schema), the shellcheck that checked the
+    # scripts and the options that decide what a run file compiles to.
+    context: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reused:
+    """A file under OUT as its run file compiled to it last time, and so compiles to it now:
+    what changes_to and the duplicate-id check need of it (pipeline.Script and
+    sweep.SweepFile say more)."""
+
+    relative_path: str
+    text: str
+    mode: int
+    # The run file as diagnostics name it, as the header names it, and where the id stands.
+    file: str
+    source_file: str
+    id_mark: Mark
+    # No job to show: obc plan, which needs one, never reuses.
+    job = None
+
+    @property
+    def folder(self) -> str:
+        return self.relative_path.split("/")[0]
+
+
+@cache
+def build_fingerprint() -> str:
+    """Return a hash of obc's own code, templates and schema: a version string alone would not
+    change when a checkout is edited."""
+    files = sorted({*_PACKAGE.rglob("*.py"), *data_dir("templates").glob("*.j2"), schema_path()})
+    return digest(*(part for path in files
+                    for part in (path.relative_to(path.parent.parent).as_posix(),
+                                 path.read_bytes())))
+
+
+def lookup(reuse: Reuse, path: Path, project: Path, policy: str = "") -> \
+        tuple[str | None, list[Reused] | None]:
+    """Return the key of the run file at `path` (in the project rooted at `project`, judged by
+    the site `policy`, as text), and its files as it compiled last time if the run file and
+    every file it embeds are as they were then."""
+    data = _read_regular(str(path))
+    if data is None:
+        return None, None  # the compile proper reports it
+    # Where the run file is named from and where it resolves to decide what it may embed and
+    # how its header names it; its bytes, what it says.
+    key = digest(FORMAT, "outputs", reuse.context, display_name(path), source_name(path),
+                 os.path.abspath(path), os.path.realpath(path), str(project), policy, data)
+    try:
+        return key, _reused(path, reuse.store.get(key))
+    except (KeyError, TypeError, ValueError):  # a record from elsewhere, or damaged
+        return key, None
+
+
+def _reused(path: Path, record: Any) -> list[Reused] | None:
+    if record is None or record["inputs"] != _input_prints(
+            path.parent, [name for name, _, _ in record["inputs"]]):
+        return None
+    found = []
+    for relative, mode, text, line, column in record["outputs"]:
+        parts = relative.split("/")
+        # It names a file obc writes to: never trust it blindly.
+        if len(parts) != 2 or not all(_NAME.fullmatch(part) for part in parts) or not \
+                isinstance(text, str):
+            return None
+        found.append(Reused(relative, text, int(mode), display_name(path), source_name(path),
+                            Mark(int(line), int(column))))
+    return found or None
+
+
+def record(outputs: Iterable[Any], inputs: list[str], directory: Path) -> \
+        dict[str, Any] | None:
+    """Return what to keep of the files a run file in `directory` compiled to (each with a
+    relative_path, text, mode and id_mark), built from the files `inputs` names besides it;
+    None if one of those is gone already."""
+    prints = _input_prints(directory, inputs)
+    if prints is None:
+        return None
+    return {"outputs": [[output.relative_path, output.mode, output.text,
+                         output.id_mark.line, output.id_mark.column] for output in outputs],
+            "inputs": prints}
+
+
+def _input_prints(directory: Path, names: list[str]) -> list[list[str]] | None:
+    """Return what identifies each file: its name as written, where it resolves to, and a
+    hash of its bytes (of as many as obc reads)."""
+    prints = []
+    for name in names:
+        real = os.path.realpath(directory / name)
+        content = _read_regular(real)
+        if content is None:
+            return None
+        prints.append([name, real, hashlib.sha256(content).hexdigest()])
+    return prints
+
+
+def _read_regular(path: str) -> bytes | None:
+    """Return as many bytes of the regular file at `path` as obc reads (one more than it
+    accepts); None if it is not one (a pipe or a device is never opened) or cannot be read."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as stream:
+            return stream.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None

@@ -1,0 +1,301 @@
+"""The whole way through: run files → build (build.py: load, expand, validate, normalise) →
+render → shape → check.
+
+Writing is the caller's choice (cli/main.py), so that `validate`, `compile`, `compile --check` and
+`plan` share everything up to the scripts themselves. A run file whose files are unchanged
+since it last compiled is reused (incremental.py); a large batch is built in two processes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..check.shellcheck import Checked, check_scripts, find_shellcheck
+from ..core.cache import Location, Store, digest, private_location
+from ..core.diagnostics import Diagnostic, ObcError
+from ..core.workers import map_files
+from ..model.job import Job
+from ..read.load import Mark, Source, display_name
+from ..read.lockfile import read_lock, unpinned_images
+from ..read.sources import find_project
+from ..render.render import cache_templates, render_job, render_sweep
+from ..render.shape import shape_of
+from ..render.sweep import RUNS_TABLE, SWEEP_SCRIPT, Sweep, SweepFile, build_sweep, runs_table
+from ..sweep.expand import Expansion
+from ..validate.policy import Policy, policy_for
+from ..validate.policy_rules import Judgement, judge, judge_sweep
+from . import incremental
+from .build import Built, build_jobs, input_files
+
+RUN_FILE_SUFFIXES = (".yaml", ".yml")
+SCRIPT_NAME = "job.sh"
+SCRIPT_MODE, TABLE_MODE = 0o755, 0o644
+# A job.sh is read by a person and checked by shellcheck, whose time and memory grow with it
+# (about 1 s and 100 MB a MiB): 1 MiB of embedded files, the header and the steps fit.
+MAX_SCRIPT_BYTES = 2 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A compiled job: where it goes under OUT, its text, and its shape (shape.py), which
+    shellcheck checks in its place; None to check the text itself."""
+
+    job: Job
+    text: str
+    # The run file as diagnostics name it, and where its id stands.
+    file: str
+    id_mark: Mark
+    shape: str | None = None
+    # The site policy's verdicts on the job (policy_rules.py), which `obc plan` shows.
+    judgement: Judgement | None = None
+    mode = SCRIPT_MODE
+
+    @property
+    def relative_path(self) -> str:
+        return f"{self.job.id}/{SCRIPT_NAME}"
+
+    @property
+    def source_file(self) -> str:
+        return self.job.source_file
+
+    @property
+    def folder(self) -> str:
+        return self.job.id
+
+
+@dataclass(slots=True)
+class Result:
+    """The scripts of every valid input, the files of its sweeps, the files reused as they
+    compiled last time (incremental.py), every problem found, sorted, what is worth a
+    warning (it does not stop the compile), and why obc's cache was not used, if it was
+    refused."""
+
+    scripts: list[Script] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+    sweeps: list[SweepFile] = field(default_factory=list)
+    reused: list[incremental.Reused] = field(default_factory=list)
+    cache_refused: str = ""
+
+    @property
+    def outputs(self) -> list[Script | SweepFile | incremental.Reused]:
+        """Every file to write under OUT."""
+        return [*self.scripts, *self.sweeps, *self.reused]
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How `compile_files` compiles. `allowed` are resolved folders outside the projects whose
+    files run files may read. With `lock`, the image tags it lists are rendered with their
+    digests; `require_digests` then makes every image that is neither pinned nor locked a
+    problem. Scripts are checked through their shapes, or each as written (`full_check`);
+    `cache` says whether obc's cache is used. `policy` names the site policy (policy.py) of
+    every run file; without, each is judged by its project's obc-policy.yaml, if any."""
+
+    allowed: tuple[Path, ...] = ()
+    policy: Path | None = None
+    lock: Path | None = None
+    require_digests: bool = False
+    full_check: bool = False
+    cache: bool = True
+
+
+def run_files(paths: Iterable[Path]) -> list[Path]:
+    """Expand the command line's paths: files as given, folders to their *.yaml and *.yml."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(p for p in _folder_entries(path)
+                            if p.suffix in RUN_FILE_SUFFIXES and p.is_file())
+            if not inside:
+                raise ObcError(f"{path}: no *.yaml or *.yml run files in this folder")
+            found += inside
+        elif path.exists():
+            found.append(path)
+        else:
+            raise ObcError(f"{path}: no such file or folder")
+    return list(dict.fromkeys(found))
+
+
+def _folder_entries(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError as error:
+        raise ObcError(f"{display_name(folder)}: cannot read this folder: "
+                       f"{error.strerror or error}") from error
+
+
+def compile_files(paths: Iterable[Path], out: Path | None = None,
+                  options: Options = Options()) -> Result:
+    """Compile every run file in `paths`; a file with problems yields diagnostics, no script.
+
+    With `out`, the scripts are also checked with shellcheck, named as under `out`, and
+    those of unchanged run files reused from it; without, every job is built (obc plan
+    needs them).
+    """
+    result = Result()
+    digests: dict[str, str] = {}
+    if options.lock is not None:
+        locked, result.diagnostics = read_lock(options.lock, options.allowed)
+        digests = locked.digests
+    cache = private_location() if options.cache else Location(None)
+    root, result.cache_refused = cache.folder, cache.refused
+    cache_templates(root)
+    pinned_by = options.lock if options.require_digests else None
+    setup = _Setup(out is not None and not options.full_check, options.full_check,
+                 options.allowed, options.policy, digests, pinned_by,
+                 _reuse(out, root, options.allowed, digests, pinned_by))
+    compiled = map_files(functools.partial(_compile_one, setup), run_files(paths))
+    for one, _ in compiled:
+        result.scripts += one.scripts
+        result.sweeps += one.sweeps
+        result.reused += one.reused
+        result.diagnostics += one.diagnostics
+        result.warnings += one.warnings
+    # Every job.sh, then the sweeps' files, each in the order of the run files, reused or not.
+    outputs = sorted((o for one, _ in compiled for o in one.outputs),
+                     key=lambda o: not o.relative_path.endswith(f"/{SCRIPT_NAME}"))
+    result.diagnostics += _duplicate_ids(outputs)
+    if out is not None and not result.diagnostics:
+        result.diagnostics += check_scripts(_to_check(out, result), Store(root, "findings"))
+        if not result.diagnostics and setup.reuse is not None:
+            for _, memo in compiled:
+                if memo is not None:
+                    setup.reuse.store.put(*memo)  # checked clean: worth keeping
+    # A sweep's runs can share a problem of their run file (an unpinned image): once.
+    result.diagnostics = sorted(set(result.diagnostics))
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """What each file's compile takes besides its path: whether to shape its scripts, whether
+    to check them all as written, the folders it may read, the site policy named, the image
+    lock (and whether images must be pinned), reuse of earlier outputs."""
+
+    shapes: bool
+    full_check: bool
+    allowed: tuple[Path, ...]
+    policy: Path | None
+    digests: Mapping[str, str]
+    pinned_by: Path | None
+    reuse: incremental.Reuse | None
+
+
+def _reuse(out: Path | None, root: Path | None, *settings: object) -> incremental.Reuse | None:
+    """Outputs are reused only where they are checked (compile, not validate or plan), from
+    the cache at `root`, and only with the same obc, shellcheck and `settings` (what else
+    decides what a run file compiles to)."""
+    if out is None or root is None:
+        return None
+    return incremental.Reuse(Store(root, "outputs"), digest(
+        incremental.build_fingerprint(), __version__, find_shellcheck().key,
+        repr(settings)))
+
+
+# What to keep in the cache if the check passes: a key, and the record of the outputs.
+Memo = tuple[str, dict] | None
+
+
+def _compile_one(setup: _Setup, path: Path) -> tuple[Result, Memo]:
+    """Compile one run file: reused when unchanged (its policy too), else built, judged by
+    its policy, rendered (and shaped)."""
+    policy, problems = policy_for(setup.policy, path, setup.allowed)
+    if problems:
+        return Result(diagnostics=problems), None
+    key = None
+    if setup.reuse is not None:
+        key, reused = incremental.lookup(setup.reuse, path, find_project(path, setup.allowed).root,
+                                         repr(policy))
+        if reused is not None and not setup.full_check:
+            return Result(reused=reused), None
+    built = build_jobs(path, setup.digests, setup.allowed, policy)
+    result = _render(setup, built, policy)
+    if key is None or result.diagnostics or result.warnings:
+        return result, None  # compiled again next time: its warnings are said again
+    record = incremental.record(result.outputs, input_files(built), path.parent)
+    return result, None if record is None else (key, record)
+
+
+def _render(setup: _Setup, built: Built, policy: Policy) -> Result:
+    """The scripts of a run file's jobs, with the policy's verdicts, and its sweep's files."""
+    result = Result(diagnostics=list(built.problems))
+    for source, job in built.jobs:
+        if setup.pinned_by is not None:
+            result.diagnostics += unpinned_images(source, job, setup.pinned_by)
+        text = render_job(job)
+        problems = _script_size(source, job, text)
+        result.diagnostics += problems
+        if not problems:
+            result.scripts.append(Script(job, text, source.file, source.mark(("id",)),
+                                         shape_of(job, text) if setup.shapes else None,
+                                         Judgement(policy, tuple(judge(job, policy)))))
+    if built.sweep is not None and built.jobs and len(result.scripts) == len(built.jobs):
+        result.sweeps += sweep_files(built.sweep, result.scripts, policy)
+        result.warnings += _unthrottled(built.sweep, result.sweeps[0].sweep)
+    return result
+
+
+def _unthrottled(expansion: Expansion, sweep: Sweep) -> list[Diagnostic]:
+    """max_parallel throttles a job array; runs submitted each on its own have none."""
+    if sweep.submission != "each" or expansion.max_parallel is None:
+        return []
+    mark = expansion.id_mark
+    return [Diagnostic(expansion.file, mark.line, mark.column, "matrix.max_parallel",
+                       "the runs differ in their #SBATCH lines, so sweep.sh --submit submits "
+                       "each on its own and max_parallel cannot apply",
+                       "give every run the same slurm block, or drop max_parallel")]
+
+
+def sweep_files(expansion: Expansion, scripts: list[Script], policy: Policy) -> \
+        list[SweepFile]:
+    """sweep.sh (with the policy's verdicts on the sweep) and runs.tsv of a sweep whose runs
+    compiled to `scripts`."""
+    jobs = [s.job for s in scripts]
+    sweep = build_sweep(expansion, jobs, [s.text for s in scripts])
+    judgement = Judgement(policy, tuple(judge_sweep(jobs, sweep.at_once, policy)))
+    return [SweepFile(sweep, name, text, mode, expansion.file, expansion.id_mark,
+                      judgement if name == SWEEP_SCRIPT else None)
+            for name, text, mode in ((SWEEP_SCRIPT, render_sweep(sweep), SCRIPT_MODE),
+                                     (RUNS_TABLE, runs_table(sweep), TABLE_MODE))]
+
+
+def _to_check(out: Path, result: Result) -> list[Checked]:
+    """The scripts shellcheck must pass, named as under `out`: each job.sh through its shape,
+    each sweep.sh as written (one a sweep, a tenth of a second), none that was reused (it
+    passed when it was compiled)."""
+    return [((out / s.relative_path).as_posix(), s.text,
+             s.shape if isinstance(s, Script) else None)
+            for s in [*result.scripts, *result.sweeps] if s.mode == SCRIPT_MODE]
+
+
+def _script_size(source: Source, job: Job, text: str) -> list[Diagnostic]:
+    size = len(text.encode("utf-8"))
+    if size <= MAX_SCRIPT_BYTES:
+        return []
+    which = f"run {job.id}" if job.sweep is not None else "this run file"
+    return [Diagnostic(source.file, 1, 1, "", f"the job.sh of {which} would be "
+                       f"{size:,} bytes; obc writes at most {MAX_SCRIPT_BYTES:,} (2 MiB)",
+                       "embed less, and shorten the longest values (each step's command "
+                       "is shown in the header and in --help as well)")]
+
+
+def _duplicate_ids(outputs: list[Script | SweepFile | incremental.Reused]) -> list[Diagnostic]:
+    """Two run files whose ids (a script's, a sweep's) name one folder under OUT."""
+    first: dict[str, Script | SweepFile | incremental.Reused] = {}
+    problems = []
+    for output in outputs:
+        if output.relative_path.endswith(f"/{RUNS_TABLE}"):
+            continue  # its folder is its sweep.sh's
+        folder = output.folder
+        if folder in first and first[folder].file != output.file:
+            mark = output.id_mark
+            problems.append(Diagnostic(output.file, mark.line, mark.column, "id",
+                                       f"id '{folder}' is also the id of "
+                                       f"{first[folder].file}; ids must be unique"))
+        first.setdefault(folder, output)
+    return problems

@@ -1,0 +1,363 @@
+"""The bill of materials of a job: what an admin approves when they approve its script.
+
+Images and their digests, the privileges its containers get, the GPU-hours it asks for
+(gpu_hours.py) and its #SBATCH lines, what it mounts and may write, its environment and
+secret names, where it is expected to connect, the exact commands, the files it embeds, how it
+stops, resumes and retries. Built from the normalised job alone; bill_fields.py says which row
+shows each of its fields. Also the bill of a sweep's sweep.sh. `obc plan` reports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..core import shell
+from ..model.gpu_hours import Compute, compute, compute_of
+from ..model.job import Checkpoints, Job, OnSignal, Retry, SweepRun
+from ..model.runtimes import (
+    CONTAINER_CACHE_DIR,
+    CONTAINER_RUN_DIR,
+    INVOKER,
+    Container,
+    Mount,
+    is_image_file,
+    registry_host,
+)
+from ..model.slurm import Slurm
+from ..read.axolotl import ConfigError, read_config
+from ..render.meaning import snake_case
+from ..render.provenance import sha256
+from ..render.sweep import Sweep
+from ..validate.rules import AXOLOTL_CONFIG_NAME
+
+# What each engine option obc adds gives the container; {} is the option's value.
+OPTION_MEANINGS = {
+    "--init": "a tiny init is PID 1: it passes signals on and reaps zombies",
+    "--ipc=host": "the host's IPC namespace, and so its /dev/shm",
+    "--shm-size": "a private /dev/shm of {}",
+    "--gpus": "GPU access: {}",
+    "--device": "the device {}",
+    "--security-opt=label=disable": "no SELinux separation: the container may use its "
+                                    "mounts whatever their labels",
+    "--network=host": "the host's network: no network isolation",
+    "--ulimit memlock=-1": "no limit on locked memory",
+    "--ulimit stack=67108864": "a 64 MiB stack",
+    "--ulimit host": "the host's resource limits",
+    "--cleanenv": "nothing of the job's environment but what obc passes by name",
+    "--contain": "no home, /tmp or /dev of the host (but the GPUs)",
+    "--no-eval": "values passed as they are, never evaluated as shell",
+    "--nv": "the host's NVIDIA driver libraries and GPU devices",
+    "--no-container-mount-home": "the user's home is not mounted",
+}
+HF_OFFLINE_VALUES = ("1", "ON", "YES", "TRUE")
+# Run file engine options (passed whole: compiler/model/engine_args.py) that leave a container
+# without a network.
+NO_NETWORK = ("--network=none",)
+WANDB_OFF_VALUES = ("offline", "disabled")
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    reference: str
+    digest: str | None
+    registry: str
+
+
+@dataclass(frozen=True, slots=True)
+class Privilege:
+    option: str
+    meaning: str
+    added_by: Literal["obc", "run file"] = "obc"
+
+
+@dataclass(frozen=True, slots=True)
+class BillFile:
+    """An embedded file the script writes into the run dir: its size and sha256, and the
+    settings obc adds to it (the trainer's config), as `dotted.key: value`."""
+
+    path: str
+    origin: str
+    bytes: int
+    sha256: str
+    obc_adds: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmBill:
+    """The #SBATCH lines as the script carries them (slurm.extra last), and what else of the
+    slurm block the script acts on."""
+
+    directives: tuple[str, ...]
+    max_restarts: int | None
+    requeues_itself: bool
+    # A job on several nodes: the port its rendezvous listens on, the step torchrun starts.
+    rendezvous_port: int | None
+    torchrun_step: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BillMount:
+    source: str
+    target: str
+    mode: Literal["rw", "ro"]
+
+
+@dataclass(frozen=True, slots=True)
+class Egress:
+    host: str
+    purpose: str
+    # The env setting that turns it off, where there is one.
+    off_switch: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    step: str
+    argv: tuple[str, ...]
+    # As the header shows it: each word shell-quoted.
+    command: str
+    # On a job of several nodes: every node, or the first.
+    where: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Bill:
+    """What a job.sh does, as a reviewer approves it. Each field of the normalised job is
+    shown by one of these (bill_fields.BILLED says which), or is named in
+    bill_fields.NOT_REVIEWABLE with the reason."""
+
+    job: str
+    run_file: str
+    runtime: str
+    # A native job's: the venv whose bin/ comes first on PATH, the file it sources.
+    venv: str | None
+    env_file: str | None
+    images: tuple[Image, ...]
+    privileges: tuple[Privilege, ...]
+    # The GPUs the steps see (runtime.gpus), and what Slurm allocates.
+    gpus: str
+    compute: Compute
+    slurm: SlurmBill | None
+    mounts: tuple[BillMount, ...]
+    writable: tuple[str, ...]
+    # The run dir may be in a folder the team shares (paths.shared).
+    shared: bool
+    env: tuple[tuple[str, str], ...]
+    secrets: tuple[tuple[str, bool], ...]
+    egress: tuple[Egress, ...]
+    commands: tuple[Command, ...]
+    files: tuple[BillFile, ...]
+    checkpoints: Checkpoints | None
+    stop_timeout: int
+    on_signal: OnSignal | None
+    retry: Retry | None
+    # A sweep's run: its labels and what its patches changed.
+    sweep: SweepRun | None
+
+
+@dataclass(frozen=True, slots=True)
+class SweepBill:
+    """What a sweep.sh does: run (or submit) its runs' job.sh files, each only if its sha256
+    is the one compiled, as one job array of these #SBATCH lines, or each with its own."""
+
+    sweep: str
+    run_file: str
+    runs: tuple[tuple[str, str], ...]
+    submission: str
+    max_parallel: int | None
+    slurm: SlurmBill | None
+    # Of the job array, per run (each run's own bill counts its restarts).
+    compute: Compute | None
+
+
+def bill_of(job: Job | Sweep) -> Bill | SweepBill:
+    """Return the bill of materials of `job`, or of a sweep's own sweep.sh."""
+    if isinstance(job, Sweep):
+        return _sweep_bill(job)
+    container, images = job.container, _images(job)
+    native = job.native
+    return Bill(
+        job=job.id,
+        run_file=job.source_file,
+        runtime=_runtime(job),
+        venv=native.venv if native else None,
+        env_file=native.env_file if native else None,
+        images=images,
+        privileges=_privileges(job, container),
+        gpus=job.gpus if isinstance(job.gpus, str) else ", ".join(job.gpus),
+        compute=compute(job),
+        slurm=_slurm(job.slurm),
+        mounts=_mounts(job),
+        writable=_writable(job),
+        shared=job.shared,
+        env=job.env,
+        secrets=tuple((secret.name, secret.required) for secret in job.secrets),
+        egress=_egress(job, images),
+        commands=tuple(Command(step.name, step.argv, shell.join_words(step.argv),
+                               _where(job, step.name)) for step in job.steps),
+        files=tuple(BillFile(file.path, file.origin, len(file.content.encode()),
+                             sha256(file.content.encode()), file.obc_adds)
+                    for file in job.files),
+        checkpoints=job.checkpoints,
+        stop_timeout=job.stop_timeout,
+        on_signal=job.on_signal,
+        retry=job.retry,
+        sweep=job.sweep,
+    )
+
+
+def _runtime(job: Job) -> str:
+    if job.container is not None:
+        return job.container.engine
+    if job.enroot is not None:
+        return f"enroot {job.enroot.enroot_version}"
+    return snake_case(type(job.runtime).__name__)
+
+
+def _slurm(slurm: Slurm | None) -> SlurmBill | None:
+    if slurm is None:
+        return None
+    several = slurm.multi_node
+    return SlurmBill(slurm.directives, slurm.max_restarts, slurm.requeues_itself,
+                     slurm.rendezvous_port if several else None,
+                     slurm.torchrun_step if several else None)
+
+
+def _sweep_bill(sweep: Sweep) -> SweepBill:
+    array = sweep.submission == "array"
+    return SweepBill(sweep.id, sweep.source_file,
+                     tuple((run.id, run.checksum) for run in sweep.runs), sweep.submission,
+                     sweep.max_parallel,
+                     SlurmBill(sweep.directives, None, False, None, None) if array else None,
+                     compute_of(sweep.directives) if array else None)
+
+
+def _images(job: Job) -> tuple[Image, ...]:
+    """The image the job's runtime names, if it names one (a native job does not)."""
+    reference = getattr(job.runtime, "image", None)
+    return () if reference is None else (
+        _image(reference, getattr(job.runtime, "image_sha256", None)),)
+
+
+def _image(reference: str, file_sha256: str | None = None) -> Image:
+    if is_image_file(reference):
+        return Image(reference, file_sha256 and f"sha256:{file_sha256}", "a file")
+    name, _, digest = reference.removeprefix("docker://").partition("@")
+    return Image(reference, digest or None, registry_host(name) or "docker.io")
+
+
+def _privileges(job: Job, container: Container | None) -> tuple[Privilege, ...]:
+    if job.native is not None:
+        return (Privilege("", "steps run on the machine as the user who starts the job, with "
+                              "all of that user's access (no container)"),)
+    if job.apptainer is not None or job.enroot is not None:
+        options = job.apptainer_args or job.enroot_args
+        return (Privilege("", "steps run as the user who starts the job"),
+                *(Privilege(option, _meaning(option)) for option in options
+                  if option in OPTION_MEANINGS))
+    if container is None:  # a runtime this report does not know yet: the header says more
+        return (Privilege("", "see the runtime lines of the script's header"),)
+    return (_user(container),
+            *(Privilege(option, _meaning(option)) for option in
+              _options(container.added_options(job.gpus))),
+            *(Privilege(option, "an engine option of the run file", "run file")
+              for option in container.extra_args))
+
+
+def _user(container: Container) -> Privilege:
+    if container.as_root:
+        return Privilege("", "steps run as root in the container")
+    if container.runs_as_root:
+        return Privilege(f"--user {container.user}",
+                         f"steps run as root in the container (uid 0: {container.user})")
+    if container.user != INVOKER:
+        return Privilege(f"--user {container.user}", f"steps run as {container.user}")
+    if container.engine == "podman":
+        return Privilege("--userns=keep-id", "steps run as the user who starts the job "
+                                             "(rootless podman)")
+    return Privilege('--user "$(id -u):$(id -g)"', "steps run as the user who starts the job")
+
+
+def _options(words: list[str]) -> list[str]:
+    """Group engine options with their values: `--ulimit memlock=-1` is one option."""
+    options: list[str] = []
+    for word in words:
+        if options and not word.startswith("-") and options[-1].startswith("--") \
+                and "=" not in options[-1] and " " not in options[-1]:
+            options[-1] += f" {word}"
+        else:
+            options.append(word)
+    return options
+
+
+def _meaning(option: str) -> str:
+    if option in OPTION_MEANINGS:
+        return OPTION_MEANINGS[option]
+    name, _, value = option.partition(" ")
+    return OPTION_MEANINGS.get(name, "").format(value)
+
+
+def _runtime_mounts(job: Job) -> tuple[Mount, ...] | None:
+    """The run file's mounts of a runtime with containers (any variant that has them)."""
+    mounts = getattr(job.runtime, "mounts", None)
+    return mounts if isinstance(mounts, tuple) else None
+
+
+def _mounts(job: Job) -> tuple[BillMount, ...]:
+    mounts = _runtime_mounts(job)
+    if mounts is None:
+        return ()
+    own = [BillMount(job.run_dir, CONTAINER_RUN_DIR, "rw")]
+    own += [BillMount(job.cache_dir, CONTAINER_CACHE_DIR, "rw")] if job.cache_dir else []
+    return (*own, *(BillMount(m.source, m.target, "ro" if m.readonly else "rw")
+                    for m in mounts))
+
+
+def _writable(job: Job) -> tuple[str, ...]:
+    if _runtime_mounts(job) is not None:
+        return tuple(mount.source for mount in _mounts(job) if mount.mode == "rw")
+    paths = (job.run_dir, job.cache_dir or "Hugging Face's default cache")
+    if job.native is None:
+        return paths
+    return (*paths, "anything else the user who starts the job may write")
+
+
+def _egress(job: Job, images: tuple[Image, ...]) -> tuple[Egress, ...]:
+    env = dict(job.env)
+    found = [Egress(image.registry, f"pulls the image {image.reference} if the machine lacks "
+                    "it") for image in images if not is_image_file(image.reference)]
+    container = job.container
+    if container is not None and set(container.extra_args) & set(NO_NETWORK):
+        return tuple(found)  # the steps have no network; only the engine pulls
+    if env.get("HF_HUB_OFFLINE", "").upper() not in HF_OFFLINE_VALUES:
+        found.append(Egress("huggingface.co", "Hugging Face Hub: the models, datasets and "
+                            "tokenizers the steps name", "HF_HUB_OFFLINE=1"))
+    if env.get("WANDB_MODE", "") not in WANDB_OFF_VALUES:
+        found.append(Egress("api.wandb.ai", "Weights & Biases: metrics and logs, where the "
+                            "steps report there", "WANDB_MODE=offline"))
+    hub = _hub_model_id(job)
+    if hub is not None:
+        found.append(Egress("huggingface.co", f"Axolotl pushes the model to the Hub "
+                            f"repository {hub} (hub_model_id in {AXOLOTL_CONFIG_NAME})"))
+    return tuple(found)
+
+
+def _hub_model_id(job: Job) -> str | None:
+    """The Hub repository the job's Axolotl config pushes the model to, if it names one."""
+    if not any(step.argv[0] == "axolotl" for step in job.steps):
+        return None
+    for file in job.files:
+        if file.path == AXOLOTL_CONFIG_NAME:
+            try:
+                hub = read_config(file.content).get("hub_model_id")
+            except ConfigError:
+                return None
+            return None if hub is None else str(hub)
+    return None
+
+
+def _where(job: Job, step: str) -> str:
+    if job.slurm is None or not job.slurm.multi_node:
+        return ""
+    return "every node" if step in job.node_steps else "first node"

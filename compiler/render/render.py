@@ -1,0 +1,265 @@
+"""Stage 4, render: a `Job` → the text of its job.sh, from the Jinja templates.
+
+Quoting is not the templates' job to remember: every `{{ ... }}` goes through `_finalize`,
+which shell-quotes strings and refuses anything else but integers and `ShellText`, the
+marker that only this module's filters and shell.py hand out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.bccache
+
+from ..core import shell
+from ..core.diagnostics import ObcError
+from ..core.resources import data_dir
+from ..core.shell import ShellText
+from ..model import slurm
+from ..model.job import Job, lookup
+from ..model.runtimes import (
+    CONTAINER_CACHE_DIR,
+    CONTAINER_HOME,
+    CONTAINER_RUN_DIR,
+    Apptainer,
+    Container,
+    Enroot,
+    Native,
+)
+from ..model.slurm import SLURM_ENDED_STATES
+from ..validate.rules.sbatch_options import sbatch_spellings
+from .meaning import record_lines
+from .summary import GENERATED_PREFIX, help_lines, usage
+from .sweep import USAGE as SWEEP_USAGE
+from .sweep import Sweep
+from .sweep import help_lines as sweep_help_lines
+
+# The signals a job stops on, with their numbers (Linux; the exit code is 128 + the number):
+# always TERM, INT and HUP; and the one Slurm sends before the time limit, if another.
+SIGNAL_NUMBERS = {"HUP": 1, "INT": 2, "USR1": 10, "USR2": 12, "TERM": 15}
+# The template of each runtime; each extends job.sh.j2.
+_TEMPLATES = {Container: "container.sh.j2", Native: "native.sh.j2",
+              Apptainer: "apptainer.sh.j2", Enroot: "enroot.sh.j2"}
+
+
+class UnquotedValueError(TypeError):
+    """A template tried to print a value that has no safe shell form."""
+
+
+class Printer:
+    """How values reach a script's text: quoted words, integers, comments, here-documents.
+
+    This one writes them as they are. A shape (shape.py) renders the same templates with a
+    printer of placeholders, so whatever the templates become, shapes follow them.
+    """
+
+    def word(self, value: str) -> ShellText:
+        return shell.quote(value)
+
+    def number(self, value: int) -> str:
+        return str(value)
+
+    def comment(self, lines: list[str]) -> ShellText:
+        return _comment(lines)
+
+    def heredoc(self, body: str) -> ShellText:
+        return _heredoc(body)
+
+    def sbatch(self, job_slurm: Any) -> ShellText:
+        return slurm.sbatch_lines(job_slurm)
+
+
+# The render variable that holds the printer; a template never names it.
+_PRINTER = "obc_printer"
+_REAL = Printer()
+
+
+def _printer(context: jinja2.runtime.Context) -> Printer:
+    return context.get(_PRINTER) or _REAL
+
+
+@jinja2.pass_context
+def _finalize(context: jinja2.runtime.Context, value: Any) -> str:
+    if isinstance(value, ShellText):
+        return value
+    if isinstance(value, str):
+        # As a plain str: a markupsafe.Markup would HTML-escape the quotes that quote() adds.
+        return _printer(context).word(str.__str__(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _printer(context).number(value)
+    raise UnquotedValueError(
+        f"template printed {type(value).__name__} {value!r}: only strings (quoted on the way "
+        "out), integers and ShellText from obc's filters can reach a script")
+
+
+@jinja2.pass_context
+def _words_filter(context: jinja2.runtime.Context, words: list[str]) -> ShellText:
+    return shell.join_words(words, _printer(context).word)
+
+
+@jinja2.pass_context
+def _path_filter(context: jinja2.runtime.Context, path: str) -> ShellText:
+    return shell.shell_path(path, _printer(context).word)
+
+
+@jinja2.pass_context
+def _sourced_path_filter(context: jinja2.runtime.Context, path: str) -> ShellText:
+    return shell.sourced_path(path, _printer(context).word)
+
+
+@jinja2.pass_context
+def _comment_filter(context: jinja2.runtime.Context, lines: list[str]) -> ShellText:
+    return _printer(context).comment(lines)
+
+
+@jinja2.pass_context
+def _heredoc_filter(context: jinja2.runtime.Context, body: str) -> ShellText:
+    return _printer(context).heredoc(body)
+
+
+@jinja2.pass_context
+def _sbatch_filter(context: jinja2.runtime.Context, job_slurm: Any) -> ShellText:
+    return _printer(context).sbatch(job_slurm)
+
+
+def _comment(lines: list[str]) -> ShellText:
+    """Lines as shell comments: `# text`, or a bare `#` for a blank line. A line with a
+    newline in it (a quoted argument can hold one) becomes several comment lines."""
+    split = [part for line in lines for part in line.split("\n")]
+    return ShellText("\n".join(_comment_line(line) for line in split))
+
+
+# shellcheck reads a comment as a directive when `shellcheck` follows the `#` and blanks
+# (Parser.hs, `readAnnotationPrefix`); `# shellcheck disable=all` in a description would
+# switch the check off for the whole script.
+_DIRECTIVE_TEXT = re.compile("[ \t\xa0\u200b]*shellcheck")
+
+
+def _comment_line(line: str) -> str:
+    if not line:
+        return "#"
+    return f"# | {line}" if _DIRECTIVE_TEXT.match(line) else f"# {line}"
+
+
+def _heredoc(body: str) -> ShellText:
+    """`body` as a quoted here-document: `<<'DELIM'`, the lines, `DELIM` (nothing expands)."""
+    delimiter = shell.heredoc_delimiter(body)
+    if delimiter is None:
+        raise ObcError("a file or description has lines that start like every here-document "
+                       "delimiter obc can choose, each followed by a non-ASCII character; "
+                       "dash would corrupt it, so it cannot be embedded")
+    text = body if body.endswith("\n") else body + "\n"
+    return ShellText(f"<<'{delimiter}'\n{text}{delimiter}")
+
+
+def _expansion(name: str, operator: str = "") -> ShellText:
+    """`"${NAME<operator>}"`: a double-quoted parameter expansion of a validated name."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise UnquotedValueError(f"{name!r} is not a shell variable name")
+    return ShellText(f'"${{{name}{operator}}}"')
+
+
+def _value_if_set(name: str) -> ShellText:
+    """`${NAME+"$NAME"}`: the variable's value as one word when it is set, else no word."""
+    inner = _expansion(name)
+    return ShellText(f"${{{name}+{inner}}}")
+
+
+class _TemplateCache(jinja2.FileSystemBytecodeCache):
+    """Jinja's compiled templates, kept in obc's cache (by Jinja's own key and a checksum of
+    the template): compiling them is most of a first render. One that cannot be stored or
+    read back is compiled again."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except (OSError, EOFError, ValueError, TypeError):
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            os.makedirs(self.directory, exist_ok=True)
+            super().dump_bytecode(bucket)
+
+
+def cache_templates(root: Path | None) -> None:
+    """Keep compiled templates in the folder `root/templates`; None keeps them in memory."""
+    _environment().bytecode_cache = None if root is None else _TemplateCache(
+        str(root / "templates"))
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(data_dir("templates")),
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
+        keep_trailing_newline=True,
+        # Read each template once per process, however many jobs a batch renders.
+        auto_reload=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    # Jinja's HTML-safety marker means nothing in a shell script.
+    del env.filters["safe"]
+    env.filters.update(
+        words=_words_filter,
+        path=_path_filter,
+        path_variables=shell.path_variables,
+        sourced_path=_sourced_path_filter,
+        comment=_comment_filter,
+        heredoc=_heredoc_filter,
+        expansion=_expansion,
+        value_if_set=_value_if_set,
+        sbatch=_sbatch_filter,
+    )
+    env.globals.update(
+        plain_chars=ShellText(shell.PLAIN_CHARS),
+        reserved_words=ShellText(" | ".join(shell.quote(w) for w in sorted(shell.RESERVED_WORDS))),
+        run_dir_in_container=CONTAINER_RUN_DIR,
+        cache_dir_in_container=CONTAINER_CACHE_DIR,
+        home_in_container=CONTAINER_HOME,
+        lookup=lookup,
+        slurm_ended_states=ShellText(" | ".join(SLURM_ENDED_STATES)),
+        # sbatch's --array as a case pattern: -a, its abbreviations, with a value or not.
+        sbatch_array_patterns=ShellText(" | ".join(
+            ["-a", "-a?*", *(f"--{word}{value}" for word in sbatch_spellings("array")
+                             for value in ("", "=*"))])),
+    )
+    return env
+
+
+def render_job(job: Job, printer: Printer = _REAL) -> str:
+    """Return the job.sh of `job`, its values written by `printer`."""
+    template = _environment().get_template(_TEMPLATES[type(job.runtime)])
+    lines = help_lines(job)
+    header = [f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.", "", *lines]
+    text = template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),
+                           trapped_signals=_trapped_signals(job), **{_PRINTER: printer})
+    # The job's meaning, last: `obc plan` reads it back from the script on disk.
+    return f"{text}\n{printer.comment(record_lines(job))}\n"
+
+
+def render_sweep(sweep: Sweep, printer: Printer = _REAL) -> str:
+    """Return the sweep.sh of `sweep`, its values written by `printer`."""
+    lines = sweep_help_lines(sweep)
+    header = [f"{GENERATED_PREFIX}{sweep.source_file}. DO NOT EDIT.", "", *lines]
+    text = _environment().get_template("sweep.sh.j2").render(
+        sweep=sweep, header_lines=header, help_lines=lines, usage=SWEEP_USAGE,
+        **{_PRINTER: printer})
+    return f"{text}\n{printer.comment(record_lines(sweep))}\n"
+
+
+def _trapped_signals(job: Job) -> list[dict[str, str | int]]:
+    names = ["TERM", "INT", "HUP"]
+    if job.slurm and job.slurm.signal_name not in names:
+        names.append(job.slurm.signal_name)
+    return [{"name": name, "number": SIGNAL_NUMBERS[name]} for name in names]
+

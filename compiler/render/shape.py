@@ -1,0 +1,157 @@
+"""Script shapes: a job's script with each value replaced by a placeholder that keeps what can
+matter to shellcheck, so that one shellcheck run stands for every script of that shape.
+
+The shape is the same templates rendered with another `Printer`, so it follows any change to
+them. Text the templates write themselves stays as written (a function name in command
+position, say); text that holds a value of the job gets a placeholder, which keeps its
+quoting, every character that is not an ASCII letter or digit (quotes, `$`, backslashes,
+`~`, blanks, newlines, non-ASCII), the case of each run of letters, and which values are
+equal; words of letters only, and option-like words, stay as written (a command's or an
+option's name can matter). Comments and quoted here-document bodies, which shellcheck reads
+only for directives and end tokens, become one placeholder line; a body line shellcheck
+could take for the end token keeps the body as written, and a script whose comments read as
+directives other than its shape's has no shape. A shape with findings says nothing: the
+scripts it stands for are then checked themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Iterator
+
+from ..core import shell
+from ..core.shell import ShellText
+from ..model.job import Job
+from .render import Printer, render_job
+
+# A comment that shellcheck reads as a directive (Parser.hs, `readAnnotationPrefix`).
+_DIRECTIVE = re.compile("#[ \t\u00a0\u200b]*shellcheck[^\n]*")
+# Kept as written: letters only (a command or step name), or an option such as `--rm`.
+_AS_WRITTEN = re.compile("-*[A-Za-z]*")
+_RUN = re.compile("[A-Z]+|[a-z]+|[0-9]+")
+_NUMBER = re.compile("0|[1-9][0-9]{0,17}")
+_FIRST = {"A": "A", "a": "a", "0": "0"}
+_LETTERS = {"A": "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "a": "abcdefghijklmnopqrstuvwxyz"}
+
+
+# Each distinct shape this process has made, as one object: a thousand scripts have a few
+# shapes, and their results (pickled together from a worker) then hold one copy, not 20 KB
+# each.
+_SHAPES: dict[str, str] = {}
+
+
+def shape_of(job: Job, text: str) -> str | None:
+    """Return the shape of `job`, whose script is `text`; None if no shape can stand for it."""
+    # The hashes the model derives (the training inputs) are values too, of letters and
+    # digits only: each distinct one gets a placeholder of its own, whatever its digits.
+    hashes = (job.training_inputs, *(job.step_inputs(step) for step in job.steps))
+    shape = render_job(job, ShapePrinter(job_strings(job), hashes))
+    if _DIRECTIVE.findall(shape) != _DIRECTIVE.findall(text):
+        return None
+    return _SHAPES.setdefault(shape, shape)
+
+
+class ShapePrinter(Printer):
+    """Writes placeholders; one printer per script, so equal values get equal placeholders."""
+
+    def __init__(self, values: Iterable[str], hashes: Iterable[str] = ()) -> None:
+        # The job's own strings: text that holds none of them is the templates' own.
+        self.values = {value for value in values if value}
+        self.placeholders = {value: f"sha256:h{n}"
+                             for n, value in enumerate(dict.fromkeys(hashes))}
+        self.taken: set[str] = set(self.placeholders.values())
+        self.numbers: dict[int, str] = {}
+
+    def word(self, value: str) -> ShellText:
+        placeholder = self._placeholder(value)
+        if shell.quote(value) == value:
+            return ShellText(placeholder)
+        return ShellText("'" + placeholder.replace("'", "'\\''") + "'")
+
+    def number(self, value: int) -> str:
+        # Equal numbers stay equal, and each stays on its side of 255 (`exit 256` is a
+        # finding, `exit 255` is not).
+        if value not in self.numbers:
+            small = sum(0 <= n <= 255 for n in self.numbers)
+            if not 0 <= value <= 255:
+                self.numbers[value] = str(256 + len(self.numbers))
+            else:  # past 256 small numbers (never, in a job), as written
+                self.numbers[value] = str(small if small <= 255 else value)
+        return self.numbers[value]
+
+    def comment(self, lines: list[str]) -> ShellText:
+        return ShellText("# v")
+
+    def sbatch(self, job_slurm: object) -> ShellText:
+        return ShellText("# v")
+
+    def heredoc(self, body: str) -> ShellText:
+        # Sound only for a quoted here-document (`<<'EOF'`), whose body shellcheck reads as
+        # one literal; obc writes no other kind.
+        delimiter = shell.heredoc_delimiter(body)
+        if delimiter is None or any(shell.looks_like_end_token(line, delimiter)
+                                    for line in body.split("\n")):
+            return super().heredoc(body)
+        return super().heredoc("v")
+
+    def _placeholder(self, value: str) -> str:
+        if _NUMBER.fullmatch(value):
+            return self.number(int(value))
+        if value in self.placeholders:
+            return self.placeholders[value]
+        if _AS_WRITTEN.fullmatch(value) or not any(v in value for v in self.values):
+            chosen = value  # a name, or the templates' own text
+        else:
+            chosen = next(candidate for candidate in _variants(value)
+                          if candidate not in self.taken)
+        self.placeholders[value] = chosen
+        self.taken.add(chosen)
+        return chosen
+
+
+def job_strings(value: object) -> Iterator[str]:
+    """Yield every string a job holds, however deep."""
+    if isinstance(value, str):
+        yield value
+    elif dataclasses.is_dataclass(value):
+        for field in dataclasses.fields(value):
+            yield from job_strings(getattr(value, field.name))
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from job_strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from job_strings(key)
+            yield from job_strings(item)
+
+
+def _variants(value: str) -> Iterator[str]:
+    """Yield placeholders for `value`: its runs of letters and digits shrunk to one `A`, `a`
+    or `0`, then the same with its first run changed, for values that only look alike."""
+    skeleton = _RUN.sub(lambda run: _FIRST[_class(run.group())], value)
+    yield skeleton
+    first = _RUN.search(skeleton)
+    if first is None:
+        return
+    start, end = first.span()
+    number = 1
+    while True:
+        yield skeleton[:start] + _nth(_class(first.group()), number) + skeleton[end:]
+        number += 1
+
+
+def _class(run: str) -> str:
+    return "0" if run[0].isdigit() else "A" if run[0].isupper() else "a"
+
+
+def _nth(kind: str, number: int) -> str:
+    """Return the `number`-th distinct run of this kind: 1 → b, 26 → ba for letters."""
+    if kind == "0":
+        return str(number)
+    digits, alphabet = "", _LETTERS[kind]
+    while True:
+        number, rest = divmod(number, 26)
+        digits = alphabet[rest] + digits
+        if number == 0:
+            return digits
