@@ -3,8 +3,8 @@
 Each job is compiled from a run file exactly as a user's, and started as an admin, cron or
 sbatch would: `env -i PATH=/usr/bin:/bin HOME=...`, no venv active. Natively, under the real
 Slurm cluster (one node, and two nodes with torchrun's rendezvous), and in real podman with
-the host's Python and the Axolotl venv mounted read-only. tests/axolotl.py has the venv, the
-tiny model and the config; tests/programs/allreduce.py the multi-node torch program.
+the host's Python and the Axolotl venv mounted read-only. tests/support/axolotl.py has the venv, the
+tiny model and the config; tests/support/programs/allreduce.py the multi-node torch program.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from tests.axolotl import (
+from tests.conftest import compile_text, write_script
+from tests.support.axolotl import (
     OFFLINE,
     OUTPUT_DIR,
     PROGRAMS,
@@ -30,7 +31,6 @@ from tests.axolotl import (
     lora_config,
     missing_outputs,
 )
-from tests.conftest import compile_text, write_script
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """Real Axolotl loses no training when its job is stopped: on the real Slurm cluster, the
 time-limit signal makes train checkpoint, the job requeues itself, and the next attempt
 resumes from that checkpoint; natively, a partial newest checkpoint is moved aside and train
-resumes from the whole one before it. (tests/test_resume.py covers the script's paths in
+resumes from the whole one before it. (tests/script/test_resume.py covers the script's paths in
 every shell with a stand-in trainer.)"""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import subprocess
 
 import pytest
 
-from tests.axolotl import OUTPUT_DIR, PROGRAMS, clean_env, lora_config
+from tests.axolotl.test_axolotl_real import JOB_TIMEOUT, dump, home, last_lines, native
 from tests.conftest import compile_text, untimed, write_script
-from tests.engines import wait_until
-from tests.test_axolotl_real import JOB_TIMEOUT, dump, home, last_lines, native
+from tests.support.axolotl import OUTPUT_DIR, PROGRAMS, clean_env, lora_config
+from tests.support.engines import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -43,8 +43,8 @@ def test_a_stopped_job_checkpoints_requeues_itself_and_resumes_there(
         slurm, axolotl_venv, tiny_model, tmp_path):
     run_dir = tmp_path / "run"
     # The first attempt pauses after step 2 until it is asked for a checkpoint, and after
-    # saving it until it is stopped (tests/programs/obc_pause.py): signalled in the middle of
-    # train however fast the machine is.
+    # saving it until it is stopped (tests/support/programs/obc_pause.py): signalled in the
+    # middle of train however fast the machine is.
     config = lora_config(tiny_model, max_steps=STEPS, save_steps=100_000,
                          plugins=["obc_pause.PausePlugin"])
     text = train_only("resumed", axolotl_venv, config, run_dir,

@@ -15,9 +15,9 @@ from compiler.bill import bill_of
 from compiler.pipeline import compile_files
 from compiler.plan_report import bill_json, bill_lines
 from compiler.render import render_job
+from tests.compile.test_plan import obc, write_files
 from tests.conftest import allow_sbatch, compile_text, write_script
-from tests.slurm_cluster import FINISHED, GPUS_PER_NODE
-from tests.test_plan import obc, write_files
+from tests.support.slurm_cluster import FINISHED, GPUS_PER_NODE
 
 
 def bill_of_text(folder: Path, text: str):

@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from tests.test_write import IDS, tree
+from tests.compile.test_write import IDS, tree
 
 FIX = "obc compile examples -o out"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.diagnostics.harness import run_obc
+from tests.compile.diagnostics.harness import run_obc
 
 RUN = "version: 1\nid: {id}\nruntime: {{kind: native}}\nsteps: [{{name: a, run: [x]}}]\n"
 # A name that, shown raw on a terminal, erases its line and prints a fake header.

@@ -3,7 +3,7 @@ as text, JSON and a pull-request comment (snapshots); an unchanged tree; exit co
 writes nothing, agrees with what compile then does, and says the same every time.
 
 Update the snapshots after an intended change with
-`pytest tests/test_plan.py --snapshot-update`.
+`pytest tests/compile/test_plan.py --snapshot-update`.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import pytest
 from compiler.meaning import read_record
 from compiler.pipeline import compile_files
 from compiler.recorded import recorded_job
+from tests.compile.test_plan import obc
 from tests.conftest import REPO
-from tests.test_plan import obc
 
 # The trial's sweep: an Axolotl config patched on two axes.
 SWEEP = """\

@@ -21,9 +21,9 @@ from compiler.pipeline import compile_files
 from compiler.plan import diff_meaning, show
 from compiler.recorded import recorded_job, rendered_again
 from compiler.render import render_job
-from tests.test_plan import obc
-from tests.test_plan_meaning import job_of
-from tests.test_shapes import run_files
+from tests.compile.test_plan import obc
+from tests.compile.test_plan_meaning import job_of
+from tests.unit.test_shapes import run_files
 
 # 200+ characters of code, recorded as its hash.
 LONG_CODE = "import sys\n" + "".join(f"print({n}, file=sys.stderr)  # a line of the program\n"

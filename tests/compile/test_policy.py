@@ -1,7 +1,7 @@
 """The site policy (issue 20): an admin's obc-policy.yaml, found at the project's root or named
 with --policy, judges every normalised job. validate, compile, compile --check and plan refuse
 what it refuses at the run file's field, naming the rule and where the policy says it; plan
-shows every verdict. tests/test_slurm.py proves the same against the real sbatch."""
+shows every verdict. tests/slurm/test_slurm.py proves the same against the real sbatch."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from compiler.lock import find_tags
 from compiler.policy import read_policy
 from compiler.rules.sbatch_options import SBATCH_DEFAULT_ALLOWED
+from tests.compile.diagnostics.harness import run_obc
 from tests.conftest import REPO
-from tests.diagnostics.harness import run_obc
 
 POLICY = """\
 version: 1

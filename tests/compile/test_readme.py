@@ -2,7 +2,7 @@
 
 After changing schemas/run.schema.json, rewrite the README's block with:
 
-    python -m tests.test_readme
+    python -m tests.compile.test_readme
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.conftest import REPO
 
 README = REPO / "README.md"
 BEGIN = ("<!-- run-file reference: generated from schemas/run.schema.json by "
-         "tests/test_readme.py -->")
+         "tests/compile/test_readme.py -->")
 END = "<!-- end of run-file reference -->"
 
 
@@ -71,7 +71,7 @@ def test_the_readme_reference_is_the_schema():
     text = README.read_text(encoding="utf-8")
     block = re.search(re.escape(BEGIN) + ".*?" + re.escape(END), text, re.S)
     assert block, "README.md has no run-file reference block"
-    assert block.group(0) == reference(), "run: python -m tests.test_readme"
+    assert block.group(0) == reference(), "run: python -m tests.compile.test_readme"
 
 
 def test_every_field_has_a_description():

@@ -1,6 +1,6 @@
 """Snapshots of generated scripts: one readable .sh file each, reviewed like the output.
 
-Update after an intended change with `pytest tests/test_snapshots.py --snapshot-update`.
+Update after an intended change with `pytest tests/compile/test_snapshots.py --snapshot-update`.
 """
 
 from __future__ import annotations

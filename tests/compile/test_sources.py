@@ -1,7 +1,7 @@
 """The files a run file may read (compiler/sources.py): only regular files of its project,
 links resolved, --allow-dir for a shared folder outside, and at most 1 MiB of them.
 
-The hostile corpus (tests/diagnostics/test_corpus_hostile.py) has each refusal at its exact
+The hostile corpus (tests/compile/diagnostics/test_corpus_hostile.py) has each refusal at its exact
 place; these tests cover what a single run file in a temporary folder cannot show: git work
 trees, links to and from run files, the command line, and what is never read or printed.
 """
@@ -17,8 +17,8 @@ import pytest
 
 from compiler import pipeline, sources
 from compiler.pipeline import compile_files
-from tests.diagnostics.corpus import unblocked
-from tests.diagnostics.harness import run_obc
+from tests.compile.diagnostics.corpus import unblocked
+from tests.compile.diagnostics.harness import run_obc
 
 RUN = "version: 1\nid: {id}\nruntime: {{kind: native}}\nsteps: [{{name: a, run: [x]}}]\n"
 CANARY = "SECRET_DEPLOY_KEY=abc123"

@@ -22,8 +22,8 @@ from compiler.build import build_jobs
 from compiler.pipeline import compile_files
 from compiler.render import render_job
 from tests.conftest import container_name, write_script
-from tests.engines import Engine
-from tests.test_engines import engine_env, job_id
+from tests.engines.test_engines import engine_env, job_id
+from tests.support.engines import Engine
 
 pytestmark = pytest.mark.engine
 

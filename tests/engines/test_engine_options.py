@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import compile_text, container_name, start_script, write_script
-from tests.engines import wait_until
-from tests.test_engines import engine_env, job_id, run_file
+from tests.engines.test_engines import engine_env, job_id, run_file
+from tests.support.engines import wait_until
 
 
 def shm_kilobytes(run_dir) -> int:

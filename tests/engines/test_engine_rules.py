@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from compiler.pipeline import compile_files
-from tests.engines import Engine
+from tests.support.engines import Engine
 
 pytestmark = pytest.mark.engine
 

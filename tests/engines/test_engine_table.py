@@ -12,8 +12,8 @@ import re
 import pytest
 
 from compiler.engine_args import TABLES, normal_words
-from tests.engines import Engine
-from tests.test_engines import job_id
+from tests.engines.test_engines import job_id
+from tests.support.engines import Engine
 
 pytestmark = pytest.mark.engine
 

@@ -1,7 +1,7 @@
 """Compiled scripts run for real: rootful podman (with a fake GPU) and docker (no GPU).
 
 Each step runs the stub trainer of stubs/trainer.sh in the busybox test image, which
-records what it got into the run dir (see tests/engines.py).
+records what it got into the run dir (see tests/support/engines.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import compile_text, container_name, start_script, write_script
-from tests.engines import FAKE_GPU_ENV, Engine, trainer_records, wait_until
+from tests.support.engines import FAKE_GPU_ENV, Engine, trainer_records, wait_until
 
 CANARY_MARK = "hf_CANARY_5f0c1b2e"  # unlike anything another process on the machine has
 CANARY = CANARY_MARK + "'\"$(touch PWNED)`id` \\n"

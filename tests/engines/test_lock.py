@@ -1,5 +1,5 @@
 """The image lock against a real registry on loopback: `obc lock`, `lock --check`, and compile
-reading obc.lock without the network (tests/registry.py starts the registries)."""
+reading obc.lock without the network (tests/support/registry.py starts the registries)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from compiler.lockfile import HEADER
-from tests.diagnostics.corpus import unblocked
-from tests.engines import Engine, trainer_records
-from tests.registry import (
+from tests.compile.diagnostics.corpus import unblocked
+from tests.support.engines import Engine, trainer_records
+from tests.support.registry import (
     DOCKER_LIST,
     DOCKER_MANIFEST,
     OCI_INDEX,

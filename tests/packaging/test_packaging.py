@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.compile.test_determinism import snapshot
 from tests.conftest import REPO
-from tests.test_determinism import snapshot
 
 pytestmark = pytest.mark.slow
 

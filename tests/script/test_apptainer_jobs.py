@@ -1,4 +1,4 @@
-"""apptainer jobs, run by every shell against the recording stub apptainer (tests/stubs):
+"""apptainer jobs, run by every shell against the recording stub apptainer (tests/support/stubs):
 the options apptainer gets, the environment its container would get after --cleanenv,
 values byte for byte, secrets by name only, singularity where apptainer is missing, the
 image checks of preflight, and a --dry-run that pastes back to the same container."""
@@ -17,8 +17,8 @@ from compiler.bill import bill_of
 from compiler.normalise import AXOLOTL_ENV
 from compiler.pipeline import compile_files
 from tests.conftest import SHELLS, compile_text, install_stub, write_script
-from tests.test_container_jobs import HOSTILE, json_quote
-from tests.test_env_hostile import CANARY, traced_outputs
+from tests.script.test_container_jobs import HOSTILE, json_quote
+from tests.script.test_env_hostile import CANARY, traced_outputs
 
 # apptainer's PATH in a container; the stub gives it as apptainer does.
 APPTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

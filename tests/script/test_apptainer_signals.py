@@ -9,9 +9,9 @@ import signal
 import pytest
 
 from tests.conftest import SHELLS, compile_text, start_script, write_script
-from tests.engines import wait_until
-from tests.test_apptainer_jobs import run_file
-from tests.test_signals import SIGNALS, alive, group_members, step_records, stop_with
+from tests.script.test_apptainer_jobs import run_file
+from tests.script.test_signals import SIGNALS, alive, group_members, step_records, stop_with
+from tests.support.engines import wait_until
 
 TWO_STEPS = """\
 steps:

@@ -9,7 +9,7 @@ import pytest
 
 from compiler.model import DEFAULT_IMAGE
 from tests.conftest import compile_text, container_name, start_script, write_script
-from tests.engines import wait_until
+from tests.support.engines import wait_until
 
 SHELLS = ["dash", "bash"]
 HOSTILE = ["it's", 'say "hi"', "$(touch PWNED)", "`id`", "a b\tc", "line1\nline2", "*", "~/x",

@@ -1,7 +1,7 @@
-"""enroot jobs, run by every shell against a recording stub `srun` (tests/stubs/srun.py) as
+"""enroot jobs, run by every shell against a recording stub `srun` (tests/support/stubs/srun.py) as
 if in a Slurm job: each step's srun line, with pyxis's options, values byte for byte,
 secrets by name only, the rendezvous and NODE_RANK of a step on every node, preflight and
---dry-run. The real srun with pyxis's options is tests/test_enroot_slurm.py."""
+--dry-run. The real srun with pyxis's options is tests/slurm/test_enroot_slurm.py."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from compiler.normalise import AXOLOTL_ENV
 from compiler.pipeline import compile_files
 from compiler.slurm import RENDEZVOUS_NAMES
 from tests.conftest import SHELLS, Sandbox, compile_text, install_slurm_stubs, write_script
-from tests.test_apptainer_jobs import run_dir_hash
-from tests.test_container_jobs import HOSTILE, json_quote
-from tests.test_env_hostile import CANARY, traced_outputs
+from tests.script.test_apptainer_jobs import run_dir_hash
+from tests.script.test_container_jobs import HOSTILE, json_quote
+from tests.script.test_env_hostile import CANARY, traced_outputs
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.01-py3"
 

@@ -19,9 +19,9 @@ from typing import NamedTuple
 import pytest
 
 from tests.conftest import SHELLS, compile_text, container_name, start_script, write_script
-from tests.engines import Engine, trainer_records, wait_until
-from tests.test_engines import engine_env, job_id, run_file
-from tests.test_signals import alive, group_members
+from tests.engines.test_engines import engine_env, job_id, run_file
+from tests.script.test_signals import alive, group_members
+from tests.support.engines import Engine, trainer_records, wait_until
 
 # The review's step: it writes its own pid into the run dir every second, for ever.
 WRITER = "while :; do echo $$ >> shared-output.txt; sleep 1; done"

@@ -18,7 +18,7 @@ import pytest
 
 from compiler.pipeline import compile_files
 from tests.conftest import SHELLS, compile_text, install_stub, start_script, write_script
-from tests.engines import wait_until
+from tests.support.engines import wait_until
 
 NOBODY = 65534
 # A stand-in trainer that says it started and then trains until it is stopped.

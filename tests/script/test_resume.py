@@ -1,7 +1,7 @@
 """Preemption loses no training: train checkpoints when the job is told to stop and resumes
 from the newest whole checkpoint, every attempt is recorded, and a failing step is retried,
 in every shell, with a stand-in trainer that checkpoints as Axolotl does
-(stubs/checkpointer.py). tests/test_axolotl_resume.py proves the same with real Axolotl on
+(stubs/checkpointer.py). tests/axolotl/test_axolotl_resume.py proves the same with real Axolotl on
 the real Slurm cluster."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from compiler.pipeline import compile_files
 from tests.conftest import SHELLS, compile_text, install_stub, start_script, write_script
-from tests.engines import wait_until
+from tests.support.engines import wait_until
 
 CANARY = "hf_CANARY_resume_7e1d"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHELLS, compile_text, container_name, start_script, write_script
-from tests.engines import trainer_records, wait_until
-from tests.test_engines import engine_env, job_id, run_file
+from tests.engines.test_engines import engine_env, job_id, run_file
+from tests.support.engines import trainer_records, wait_until
 
 SIGNALS = [("TERM", signal.SIGTERM), ("INT", signal.SIGINT), ("HUP", signal.SIGHUP)]
 TWO_STEPS = """\

@@ -1,6 +1,6 @@
 """The `slurm` block without a cluster: validation, the #SBATCH lines, the script outside
 Slurm, and the multi-node launch and requeue logic under every shell, with stub srun and
-scontrol (tests/test_slurm.py proves the same on a real cluster)."""
+scontrol (tests/slurm/test_slurm.py proves the same on a real cluster)."""
 
 from __future__ import annotations
 

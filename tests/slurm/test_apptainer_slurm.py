@@ -1,4 +1,4 @@
-"""apptainer jobs on the real test cluster (tests/slurm_cluster.py), with the stub apptainer
+"""apptainer jobs on the real test cluster (tests/support/slurm_cluster.py), with the stub apptainer
 of the sandbox on every node: --cleanenv drops what Slurm sets, so the GPUs Slurm picked and
 the rendezvous reach each node's container by name, with that node's rank."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_apptainer_jobs import run_file
-from tests.test_slurm import output, submit
+from tests.script.test_apptainer_jobs import run_file
+from tests.slurm.test_slurm import output, submit
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
-"""enroot jobs on the real test cluster with the fake pyxis (tests/pyxis): the real sbatch runs
-job.sh, whose steps the real srun starts with pyxis's options, which slurmstepd hands the
-plugin; it records each task's options, argv and environment, and runs the task natively
-(with the stub trainer of the sandbox). Single-node and two-node jobs, secrets by name,
+"""enroot jobs on the real test cluster with the fake pyxis (tests/support/pyxis): the real
+sbatch runs job.sh, whose steps the real srun starts with pyxis's options, which slurmstepd
+hands the plugin; it records each task's options, argv and environment, and runs the task
+natively (with the stub trainer of the sandbox). Single-node and two-node jobs, secrets by name,
 --container-env naming every variable the job sets, TERM and scancel."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 
 from compiler.normalise import AXOLOTL_ENV
 from tests.conftest import Sandbox, compile_text, write_script
-from tests.pyxis import read_records
-from tests.slurm_cluster import _alive
-from tests.test_apptainer_jobs import run_dir_hash
-from tests.test_pyxis_plugin import pyxis  # noqa: F401 (the cluster, a fixture)
+from tests.script.test_apptainer_jobs import run_dir_hash
+from tests.slurm.test_pyxis_plugin import pyxis  # noqa: F401 (the cluster, a fixture)
+from tests.support.pyxis import read_records
+from tests.support.slurm_cluster import _alive
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The fake pyxis (tests/pyxis) on the real test cluster: the real sbatch and srun take the
+"""The fake pyxis (tests/support/pyxis) on the real test cluster: the real sbatch and srun take the
 `--container-*` options of pyxis, refuse what a cluster with pyxis refuses, and slurmstepd
 hands them to the plugin, which records them with each task's argv and environment before
 the task runs natively. This is what obc's `runtime.kind: enroot` is tested on."""
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.pyxis import fake_pyxis_cluster, read_records
-from tests.slurm_cluster import NODES, _alive
+from tests.support.pyxis import fake_pyxis_cluster, read_records
+from tests.support.slurm_cluster import NODES, _alive
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Slurm jobs on a real cluster: two emulated nodes with fake GPUs (tests/slurm_cluster.py).
+"""Slurm jobs on a real cluster: two emulated nodes with fake GPUs (tests/support/slurm_cluster.py).
 
 Each test compiles a run file with a `slurm` block, submits the job.sh with sbatch exactly as
 an admin would, follows it with scontrol, and reads what the stub trainer recorded.
@@ -23,8 +23,8 @@ from compiler.rules.sbatch_options import (
     sbatch_matches,
 )
 from tests.conftest import REPO, Sandbox, compile_text, container_name, untimed, write_script
-from tests.engines import trainer_records
-from tests.slurm_cluster import SlurmCluster
+from tests.support.engines import trainer_records
+from tests.support.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slow
 

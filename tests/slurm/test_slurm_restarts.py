@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.conftest import untimed
-from tests.test_slurm import output, submit
+from tests.slurm.test_slurm import output, submit
 
 pytestmark = pytest.mark.slow
 

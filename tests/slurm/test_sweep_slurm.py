@@ -1,4 +1,4 @@
-"""Sweeps on the real Slurm cluster of tests/slurm_cluster.py (README, "Sweeps"): sweep.sh
+"""Sweeps on the real Slurm cluster of tests/support/slurm_cluster.py (README, "Sweeps"): sweep.sh
 --submit makes one job array whose tasks each run their own run's job.sh, at most
 max_parallel at a time; a task whose job.sh was edited exits 3; one task requeues alone;
 and sbatch --test-only accepts the dispatcher.
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, Sandbox, make_sandbox
-from tests.slurm_cluster import FINISHED, SlurmCluster
-from tests.test_sweep_script import compile_out
+from tests.script.test_sweep_script import compile_out
+from tests.support.slurm_cluster import FINISHED, SlurmCluster
 
 pytestmark = pytest.mark.slow
 
@@ -140,7 +140,7 @@ def test_requeueing_one_task_requeues_that_task_alone(slurm, box, tmp_path):
     assert {i: t["JobState"] for i, t in tasks(slurm, array).items()} == {
         0: "COMPLETED", 1: "PENDING", 2: "COMPLETED"}
     # Slurm holds a requeued job back; let it start (not in the second its credential was
-    # revoked: the node would refuse it, see tests/test_slurm.py).
+    # revoked: the node would refuse it, see tests/slurm/test_slurm.py).
     requeued = int(time.time())
     slurm.wait_for(lambda: time.time() >= requeued + 2, 10, "the next second but one")
     assert slurm.run("scontrol", "update", f"JobId={array}_1", "StartTime=now").returncode == 0

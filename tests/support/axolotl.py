@@ -2,7 +2,7 @@
 
 tests/run installs Axolotl 0.19.0 and a CPU build of torch into a venv of its own,
 OBC_AXOLOTL_VENV (default /opt/obc-axolotl). The tiny model is a random two-layer Llama with
-a byte-level BPE tokenizer (tests/programs/tiny_model.py), built once per session by that
+a byte-level BPE tokenizer (tests/support/programs/tiny_model.py), built once per session by that
 venv's python, with no hub access, in a folder that containers mount read-only at the same
 path. `lora_config` is an Axolotl config that preprocesses, trains a LoRA adapter for two
 steps with a checkpoint at each, and merges it, in about 20 s a command on one CPU.

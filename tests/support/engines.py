@@ -2,7 +2,7 @@
 
 The image is built without a registry: a busybox-static root filesystem with the shell stub
 trainer (stubs/trainer.sh) as `record` and `axolotl`, imported into each engine. podman uses
-the system's storage with tests/containers.conf (one storage, one configuration: mixing them
+the system's storage with tests/support/containers.conf (one storage, one configuration: mixing them
 makes every `podman run` stall for 20 s); a fake CDI spec lets `--device nvidia.com/gpu=all`
 resolve. dockerd is started for the session on a socket, data and exec root of its own, so
 that several test sessions can run side by side, and stopped at the end.
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
-TRAINER = TESTS / "stubs" / "trainer.sh"
-CONTAINERS_CONF = TESTS / "containers.conf"
+SUPPORT = Path(__file__).resolve().parent
+TRAINER = SUPPORT / "stubs" / "trainer.sh"
+CONTAINERS_CONF = SUPPORT / "containers.conf"
 # podman 4.3 reads CDI specs only from /etc/cdi and /var/run/cdi.
 FAKE_GPU_SPEC = Path("/etc/cdi/obc-test-fake-gpu.json")
 FAKE_GPU_ENV = ("OBC_FAKE_GPU", "all")

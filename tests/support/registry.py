@@ -6,7 +6,7 @@ auth it answers 401 and `WWW-Authenticate: Bearer realm=...,service=...,scope=..
 Hub and ghcr.io do; the token service is the tests' own, which grants any scope to anyone
 (the anonymous flow), signing RS256 tokens with a key and certificate made by openssl.
 
-Images are OCI layouts written here from the busybox root filesystem of tests/engines.py and
+Images are OCI layouts written here from the busybox root filesystem of tests/support/engines.py and
 copied with `skopeo copy` (tests/run installs docker-registry and skopeo).
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines import wait_until
+from tests.support.engines import wait_until
 
 SERVICE, ISSUER = "obc-test-registry", "obc-test-tokens"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"

@@ -5,7 +5,7 @@ that are character devices with /dev/null's numbers, which is all Slurm needs to
 CUDA_VISIBLE_DEVICES. Partitions `debug` (the default) and `gpu`, and nodes that claim 64
 CPUs and 512 GiB (`config_overrides`), so that `sbatch --test-only` takes the examples as
 a real GPU cluster would. A cluster may be given the text of a plugstack.conf (SPANK
-plugins, such as the fake pyxis of tests/pyxis); the default has none. The cluster has a
+plugins, such as the fake pyxis of tests/support/pyxis); the default has none. The cluster has a
 munged of its own (its socket named by AuthInfo), so that test sessions side by side do not
 share one; the daemons are stopped at the end by their PIDs.
 

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from compiler.load import display_name
-from tests.diagnostics.harness import run_obc
+from tests.compile.diagnostics.harness import run_obc
 
 # The deadline is far above the few milliseconds an input takes: it bounds time without
 # depending on the machine's load. `bounded_memory` checks once per test, not per input.

@@ -1,5 +1,5 @@
 """registry.py and lockfile.py on their own: docker's reading of image names, the answers of
-registries that tests/registry.py's real one never gives, and hand-edited lock files."""
+registries that tests/support/registry.py's real one never gives, and hand-edited lock files."""
 
 from __future__ import annotations
 

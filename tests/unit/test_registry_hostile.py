@@ -29,7 +29,7 @@ from compiler.registry import (
     parse_reference,
     resolve,
 )
-from tests.engines import wait_until
+from tests.support.engines import wait_until
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 MANIFEST = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}).encode()

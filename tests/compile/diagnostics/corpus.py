@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.diagnostics.harness import run_obc
+from tests.compile.diagnostics.harness import run_obc
 
 # A valid run file of four lines; cases append to it from line 5.
 BASE = "version: 1\nid: r\nruntime: {kind: docker}\nsteps: [{name: a, run: [x]}]\n"

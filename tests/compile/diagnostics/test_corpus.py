@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.diagnostics.corpus import (
+from tests.compile.diagnostics.corpus import (
     BASE,
     STEPS,
     assert_reported_once,

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.diagnostics.corpus import BASE, assert_reported_once, case, with_runtime, with_steps
+from tests.compile.diagnostics.corpus import (
+    BASE,
+    assert_reported_once,
+    case,
+    with_runtime,
+    with_steps,
+)
 
 CONFIG_RUN = "version: 1\nid: r\nruntime: {kind: docker}\ntrainer:\n  axolotl: {config: %s}\n"
 SLURM = BASE + "slurm:\n"

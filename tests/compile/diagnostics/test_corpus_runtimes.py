@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.diagnostics.corpus import STEPS, assert_reported_once, case
+from tests.compile.diagnostics.corpus import STEPS, assert_reported_once, case
 
 DIGEST = "sha256:" + "9de7c7a5" * 8
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.diagnostics.corpus import BASE, assert_reported_once, case
+from tests.compile.diagnostics.corpus import BASE, assert_reported_once, case
 
 # BASE is four lines; the matrix starts on line 5, its first axis on line 7.
 AXES = BASE + "matrix:\n  axes:\n"
@@ -139,7 +139,7 @@ def test_a_patched_config_file_is_read_as_axolotl_reads_it(tmp_path, monkeypatch
     (tmp_path / "run.yaml").write_text(
         FILE_CONFIG + "matrix: {axes: {lr: {set: trainer.axolotl.config.lr, "
         "values: {a: 0.1}}}}\n")
-    from tests.diagnostics.harness import validate_json  # noqa: PLC0415
+    from tests.compile.diagnostics.harness import validate_json  # noqa: PLC0415
 
     (found,) = validate_json(["run.yaml"]).diagnostics()
     assert (found["file"], found["line"], found["column"]) == ("cfg.yaml", 2, 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.diagnostics.corpus import (
+from tests.compile.diagnostics.corpus import (
     BASE,
     STEPS,
     assert_reported_once,
@@ -14,7 +14,7 @@ from tests.diagnostics.corpus import (
     with_runtime,
     write_case,
 )
-from tests.diagnostics.harness import run_obc
+from tests.compile.diagnostics.harness import run_obc
 
 NATIVE = "version: 1\nid: r\nruntime: {kind: native}\n" + STEPS
 TOKEN = "hf_" + "aB3" * 12

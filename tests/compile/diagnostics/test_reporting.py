@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.diagnostics.harness import located, run_obc
+from tests.compile.diagnostics.harness import located, run_obc
 
 GOOD = "version: 1\nid: {id}\nruntime: {{kind: docker}}\nsteps: [{{name: a, run: [x]}}]\n"
 # One load error: the file stops there.

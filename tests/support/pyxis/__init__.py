@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.slurm_cluster import SlurmCluster, missing_programs
+from tests.support.slurm_cluster import SlurmCluster, missing_programs
 
 SOURCE = Path(__file__).with_name("fake_pyxis.c")
 SPANK_HEADER = Path("/usr/include/slurm/spank.h")

@@ -4,7 +4,7 @@ It records its argv, options and environment, then runs the command once per tas
 (`--ntasks`, one per node; one after the other), each with SLURM_NODEID and SLURM_PROCID
 set, on this machine and in its working directory, and passes TERM and INT on to the task
 as srun does. The real srun
-with pyxis's options is proven on the test cluster (tests/pyxis); this stub proves what
+with pyxis's options is proven on the test cluster (tests/support/pyxis); this stub proves what
 the script hands srun, in every shell.
 """
 
