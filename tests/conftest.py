@@ -18,8 +18,19 @@ from compiler.cli import main
 from compiler.pipeline import compile_files
 from tests.support.slurm_cluster import SlurmCluster, missing_programs
 
-REPO = Path(__file__).resolve().parent.parent
-STUBS = Path(__file__).resolve().parent / "support" / "stubs"
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+STUBS = TESTS / "support" / "stubs"
+
+# What a test needs beyond Python is a marker (pyproject.toml says what each needs; README,
+# "Tests"): every test in the folder of tests/ that holds that need has it...
+FOLDER_NEEDS = {"script": "shells", "engines": "engines", "slurm": "slurm", "axolotl": "axolotl",
+                "packaging": "packaging"}
+# ...and so has any test elsewhere that asks for a fixture starting the real thing, directly
+# or through another fixture (a parameter of the same name is no need).
+FIXTURE_NEEDS = {"podman": "engines", "docker": "engines", "test_image_tar": "engines",
+                 "cleanup": "engines", "token_service": "engines", "start_registry": "engines",
+                 "slurm": "slurm", "pyxis": "slurm", "axolotl_venv": "axolotl"}
 
 # How each POSIX shell of the matrix is started (SPEC §3.1).
 SHELLS: dict[str, list[str]] = {
@@ -33,6 +44,16 @@ SHELLS: dict[str, list[str]] = {
     "yash": ["yash"],
     "ksh93": ["ksh93"],
 }
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        fixtures = set(item.fixturenames) - set(callspec.params if callspec else ())
+        needs = {FIXTURE_NEEDS[name] for name in fixtures & FIXTURE_NEEDS.keys()}
+        needs.add(FOLDER_NEEDS.get(item.path.relative_to(TESTS).parts[0]))
+        for need in sorted(needs - {None}):
+            item.add_marker(need)
 
 
 @pytest.fixture(autouse=True, scope="session")

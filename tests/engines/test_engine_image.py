@@ -25,8 +25,6 @@ from tests.conftest import container_name, write_script
 from tests.engines.test_engines import engine_env, job_id
 from tests.support.engines import Engine
 
-pytestmark = pytest.mark.engine
-
 REPORT = 'echo "$OBC_IMAGE" > ran.txt'
 
 

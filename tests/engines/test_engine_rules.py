@@ -10,8 +10,6 @@ import pytest
 from compiler.pipeline import compile_files
 from tests.support.engines import Engine
 
-pytestmark = pytest.mark.engine
-
 RUN = """\
 version: 1
 id: r

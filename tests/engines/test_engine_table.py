@@ -15,8 +15,6 @@ from compiler.engine_args import TABLES, normal_words
 from tests.engines.test_engines import job_id
 from tests.support.engines import Engine
 
-pytestmark = pytest.mark.engine
-
 # A line of pflag's option list: `  -l, --label stringArray   Set metadata…`, where the word
 # after the name says what value it takes (none for a boolean).
 HELP_LINE = re.compile(r"^\s+(?:-(\w), )?--([\w-]+)( \S+)?(?:\s|$)", re.MULTILINE)

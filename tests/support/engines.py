@@ -7,7 +7,7 @@ makes every `podman run` stall for 20 s); a fake CDI spec lets `--device nvidia.
 resolve. dockerd is started for the session on a socket, data and exec root of its own, so
 that several test sessions can run side by side, and stopped at the end.
 
-The fixtures skip, loudly, only when an engine is not installed; tests/run installs both.
+A test that needs an engine that is not installed fails, saying so; tests/run installs both.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def _install_fake_gpu_spec() -> None:
 def _require(*programs: str) -> None:
     missing = [p for p in programs if not shutil.which(p)]
     if missing:
-        pytest.skip(f"ENGINE MISSING: {', '.join(missing)} not installed, so the real-engine "
+        pytest.fail(f"ENGINE MISSING: {', '.join(missing)} not installed, so the real-engine "
                     "tests cannot run; tests/run installs them (Debian: podman runc docker.io)")
 
 

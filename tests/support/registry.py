@@ -41,7 +41,7 @@ DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 def _require(*programs: str) -> None:
     missing = [p for p in programs if not shutil.which(p)]
     if missing:
-        pytest.skip(f"REGISTRY TOOLS MISSING: {', '.join(missing)} not installed, so the image "
+        pytest.fail(f"REGISTRY TOOLS MISSING: {', '.join(missing)} not installed, so the image "
                     "lock cannot be tested; tests/run installs them (Debian: docker-registry "
                     "skopeo)")
 
