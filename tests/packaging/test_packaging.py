@@ -23,7 +23,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dist = tmp_path_factory.mktemp("dist")
     subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(REPO)],
                    check=True, capture_output=True, timeout=600)
-    (built,) = dist.glob("obc-*.whl")
+    (built,) = dist.glob("overbrainer-*-py3-none-any.whl")
     return built
 
 
@@ -41,6 +41,16 @@ def away_from_checkout() -> dict[str, str]:
     """An environment in which nothing of this checkout is importable."""
     return {name: value for name, value in os.environ.items()
             if name not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+
+
+def test_the_distribution_is_overbrainer_and_its_command_obc(wheel):
+    # `obc` on PyPI is another project (The Open Badges Client).
+    archive = zipfile.ZipFile(wheel)
+    (info,) = {Path(name).parts[0] for name in archive.namelist() if ".dist-info/" in name}
+    metadata = archive.read(f"{info}/METADATA").decode().splitlines()
+    assert "Name: overbrainer" in metadata
+    scripts = archive.read(f"{info}/entry_points.txt").decode()
+    assert "[console_scripts]\nobc = compiler.cli:main\n" in scripts
 
 
 def test_the_wheel_carries_the_templates_and_the_schema(wheel):
