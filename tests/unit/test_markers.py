@@ -1,6 +1,6 @@
 """The markers select the tests by what they need beyond Python (README, "Tests"): a test is
 marked by its folder, and by any fixture it asks for that starts a real engine, the Slurm
-cluster or real Axolotl, so that the quick selection holds only tests that need nothing."""
+cluster or real Axolotl, so that deselecting the needs leaves only tests that need nothing."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 
 from tests.conftest import FOLDER_NEEDS, REPO
 
-# The README's quick command.
-QUICK = "not shells and not engines and not slurm and not axolotl and not packaging"
+# The README's quick command selects these, but for the slow ones.
+NOTHING = "not shells and not engines and not slurm and not axolotl and not packaging"
 NEEDS = set(FOLDER_NEEDS.values())
 
 # Prints each collected test's id and markers, as JSON.
@@ -47,10 +47,10 @@ def needs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     return collect(tmp_path_factory.mktemp("markers"))
 
 
-def test_the_quick_selection_is_exactly_the_tests_that_need_nothing(needs, tmp_path):
-    quick = collect(tmp_path, "-m", QUICK)
-    assert set(quick) == {test for test, marked in needs.items() if not marked}
-    assert {test.split("/")[1] for test in quick} == {"unit", "compile"}
+def test_the_selection_of_no_need_is_exactly_the_tests_that_need_nothing(needs, tmp_path):
+    selected = collect(tmp_path, "-m", NOTHING)
+    assert set(selected) == {test for test, marked in needs.items() if not marked}
+    assert {test.split("/")[1] for test in selected} == {"unit", "compile"}
 
 
 @pytest.mark.parametrize(("folder", "need"), FOLDER_NEEDS.items())
