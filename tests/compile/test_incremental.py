@@ -110,6 +110,7 @@ def test_a_corrupt_cache_changes_no_outcome(project, cache, obc):
     assert {p: p.read_bytes() for p in (project / "out").glob("*/job.sh")} == expected
 
 
+@pytest.mark.slow  # compiles in several processes
 def test_concurrent_compiles_share_one_cache(project, cache):
     processes = [subprocess.Popen([sys.executable, "-m", "compiler", "compile", "examples",
                                    "-o", f"out{i}"], cwd=project, stderr=subprocess.PIPE)
@@ -176,6 +177,7 @@ def test_a_script_whose_shape_has_a_finding_reports_it(project, cache, obc, monk
     assert not (project / "out").exists()
 
 
+@pytest.mark.slow  # compiles in several processes
 def test_many_files_compile_alike_in_two_processes(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -263,6 +265,7 @@ def test_an_id_taken_by_a_reused_script_is_reported_as_without_the_cache(project
     assert "examples/steps-eval.yaml:" in reused.stderr
 
 
+@pytest.mark.slow  # compiles in several processes
 def test_a_sweep_compiles_alike_in_two_processes(monkeypatch):
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("OBC_COMPILE_CACHE", "")

@@ -27,6 +27,8 @@ from ruamel.yaml import YAML
 from compiler.load import display_name
 from tests.compile.diagnostics.harness import run_obc
 
+pytestmark = pytest.mark.slow  # about a minute of inputs
+
 # The deadline is far above the few milliseconds an input takes: it bounds time without
 # depending on the machine's load. `bounded_memory` checks once per test, not per input.
 FUZZ = settings(derandomize=True, database=None, deadline=timedelta(seconds=20),

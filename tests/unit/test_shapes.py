@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -103,6 +104,7 @@ def _runtime_options(kind: str) -> st.SearchStrategy[dict]:
 FILE_WIDE = re.compile(r"^# shellcheck disable=SC2016\S*\n", re.MULTILINE)
 
 
+@pytest.mark.slow  # minutes: shellcheck on 60 whole scripts
 @settings(derandomize=True, database=None, max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(run=run_files())

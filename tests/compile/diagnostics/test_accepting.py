@@ -62,6 +62,7 @@ def test_dangerous_looking_arguments_reach_the_step_line_as_the_same_words(kind,
     assert words_at(script, "obc_step 1 a ") == ["obc_step", "1", "a", "prog", *LEGAL_VALUES]
 
 
+@pytest.mark.slow  # a compile, shellcheck included, for each of ~90 values
 @pytest.mark.parametrize("value", LEGAL_VALUES, ids=IDS)
 @pytest.mark.parametrize("kind", ["docker", "native"])
 def test_dangerous_looking_env_values_reach_the_script_as_one_word(kind, value, tmp_path):
