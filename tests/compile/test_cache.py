@@ -80,6 +80,7 @@ def test_another_users_compiled_templates_are_never_loaded(project, shared, tmp_
     assert "Traceback" not in compiled.stderr
 
 
+@pytest.mark.slow
 def test_another_users_record_cannot_vouch_for_a_tampered_script(project, shared, obc,
                                                                    monkeypatch):
     # Attack review 2, F4: a record in the shared cache vouched for a tampered job.sh.
@@ -149,6 +150,7 @@ def test_a_cache_in_a_folder_others_can_replace_it_from_is_refused(project, tmp_
             in outcome.stderr)
 
 
+@pytest.mark.slow
 def test_the_invokers_cache_is_made_private_and_used(project, tmp_path, obc, monkeypatch):
     made, readable = tmp_path / "new" / "obc", tmp_path / "old"
     readable.mkdir(mode=0o755)  # as an earlier obc left it: only the invoker could write it
@@ -160,6 +162,7 @@ def test_the_invokers_cache_is_made_private_and_used(project, tmp_path, obc, mon
         assert {"findings", "outputs"} <= {path.name for path in cache.iterdir()}
 
 
+@pytest.mark.slow
 def test_a_cache_that_cannot_be_made_is_skipped_quietly(project, tmp_path, obc, monkeypatch):
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("OBC_COMPILE_CACHE", str(tmp_path / "a-file" / "obc"))

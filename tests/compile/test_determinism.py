@@ -64,6 +64,7 @@ def test_compile_gives_the_same_bytes_whatever_the_environment(tmp_path, baselin
         path: 0o644 if path.endswith(".tsv") else 0o755 for path in baseline}
 
 
+@pytest.mark.slow
 def test_no_path_of_the_build_machine_reaches_a_script(tmp_path):
     root = tmp_path / "build-machine-marker" / "a" / "deep" / "folder"
     home = tmp_path / "home-marker"

@@ -42,6 +42,7 @@ def built(monkeypatch) -> list[Path]:
     return paths
 
 
+@pytest.mark.slow
 def test_an_unchanged_tree_is_checked_without_compiling(project, cache, obc, monkeypatch):
     assert obc(*COMPILE).code == 0
     compiled = built(monkeypatch)
@@ -79,6 +80,7 @@ def test_another_obc_or_shellcheck_reuses_nothing(project, cache, obc, monkeypat
     assert len(compiled) == len(PROJECT_RUNS)
 
 
+@pytest.mark.slow
 def test_no_cache_reads_and_writes_nothing(project, cache, obc, monkeypatch):
     assert obc(*COMPILE, "--no-cache").code == 0
     assert not cache.exists()
@@ -96,6 +98,7 @@ def test_an_empty_cache_variable_turns_the_cache_off(project, obc, monkeypatch, 
     assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
 
 
+@pytest.mark.slow
 def test_a_corrupt_cache_changes_no_outcome(project, cache, obc):
     assert obc(*COMPILE).code == 0
     expected = {p: p.read_bytes() for p in (project / "out").glob("*/job.sh")}
@@ -146,6 +149,7 @@ def checked_texts(monkeypatch) -> list[list[str]]:
     return calls
 
 
+@pytest.mark.slow
 def test_shapes_stand_for_scripts_and_full_check_checks_each(project, cache, obc, monkeypatch):
     calls = checked_texts(monkeypatch)
     assert obc(*COMPILE).code == 0
@@ -202,6 +206,7 @@ def sweep(project) -> Path:
     return project / "examples" / "sweep-lr.yaml"
 
 
+@pytest.mark.slow
 def test_an_unchanged_sweep_is_reused_whole(sweep, cache, obc, monkeypatch):
     assert obc(*COMPILE).code == 0
     compiled = built(monkeypatch)
@@ -211,6 +216,7 @@ def test_an_unchanged_sweep_is_reused_whole(sweep, cache, obc, monkeypatch):
     assert obc(*COMPILE, "--prune").stderr == "obc: 0 written, 12 unchanged, 0 removed\n"
 
 
+@pytest.mark.slow
 def test_a_sweep_compiles_again_when_the_config_it_patches_changes(sweep, cache, obc,
                                                                    monkeypatch):
     assert obc(*COMPILE).code == 0
@@ -225,6 +231,7 @@ def test_a_sweep_compiles_again_when_the_config_it_patches_changes(sweep, cache,
     assert "out/lr-sweep-long/job.sh:" in outcome.stderr
 
 
+@pytest.mark.slow
 def test_a_changed_file_in_out_is_drift_whatever_the_record_says(sweep, cache, obc,
                                                                  monkeypatch):
     # A record says what its run file compiles to, never what is in OUT: the files there are
@@ -243,6 +250,7 @@ def test_a_changed_file_in_out_is_drift_whatever_the_record_says(sweep, cache, o
     assert obc(*COMPILE, "--check").code == 0
 
 
+@pytest.mark.slow
 def test_plan_builds_every_job_whatever_the_cache_holds(sweep, cache, obc, monkeypatch):
     assert obc(*COMPILE).code == 0
     compiled = built(monkeypatch)

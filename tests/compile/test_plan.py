@@ -183,6 +183,7 @@ def changed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_plan_of_a_change_set(changed, report):
     format_, snapshot = report
     result = obc(changed, "plan", "runs", "-o", "out", "--format", format_)
@@ -228,6 +229,7 @@ EXAMPLES = sum(1 for path in (REPO / "out").rglob("*") if path.is_file())
 NO_CHANGES = f"no changes ({EXAMPLES} script(s) as compile would write them)"
 
 
+@pytest.mark.slow
 def test_plan_of_an_unchanged_tree_says_no_changes(tmp_path):
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     assert obc(tmp_path, "compile", "examples", "-o", "out").returncode == 0

@@ -104,6 +104,7 @@ def pytest_in(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow
 def test_out_edited_by_hand_fails_and_snapshot_update_rewrites_it(tmp_path):
     root = repository_copy(tmp_path)
     script, table = root / "out/docker-qlora/job.sh", root / "out/lr-sweep/runs.tsv"

@@ -211,6 +211,7 @@ def test_a_link_where_a_stale_script_would_be_is_not_removed(project, obc):
     assert (target / "job.sh").read_bytes() == obc_script
 
 
+@pytest.mark.slow
 def test_a_crash_between_writes_leaves_every_file_old_or_new(project, obc, monkeypatch):
     monkeypatch.setenv("OBC_COMPILE_CACHE", "")  # its records are renamed into place too
     assert obc("compile", "examples", "-o", "out").code == 0
@@ -248,6 +249,7 @@ def test_a_crash_between_writes_leaves_every_file_old_or_new(project, obc, monke
     assert [path.read_bytes() for path in scripts] == [new[path] for path in scripts]
 
 
+@pytest.mark.slow
 def test_a_file_that_cannot_be_written_changes_nothing(project, obc, monkeypatch):
     # Every file is written beside its target before any is renamed into place.
     monkeypatch.setenv("OBC_COMPILE_CACHE", "")  # it makes temporary files too

@@ -4,6 +4,7 @@ floats, and characters that are line breaks to YAML 1.1 only (NEL, U+2028, U+202
 
 from __future__ import annotations
 
+import pytest
 import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ CONFIG = st.dictionaries(KEY, st.recursive(
     max_leaves=8), min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @settings(derandomize=True, database=None, max_examples=400, deadline=None)
 @given(config=CONFIG)
 def test_axolotl_reads_the_embedded_config_back_to_the_same_values(config):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -72,6 +73,7 @@ def test_every_example_is_valid_to_both():
         assert _validator().is_valid(data)
 
 
+@pytest.mark.slow
 @settings(derandomize=True, database=None, max_examples=1500, deadline=None)
 @given(document=documents())
 def test_fastschema_agrees_with_jsonschema(document):

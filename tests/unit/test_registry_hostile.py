@@ -419,6 +419,7 @@ def test_any_realm_gives_a_resolve_error(stubs, realm: str) -> None:
         resolve(f"{registry.host}/a:1")
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(realm=st.text(st.characters(exclude_characters='"\r\n', codec="latin-1"), max_size=40),
        prefix=st.sampled_from(["", "http://", "https://", "http://127.0.0.1:{port}",

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -96,6 +97,7 @@ GOOD_MATRIX = st.fixed_dictionaries(
               "max_parallel": st.integers(1, 3), "max_runs": st.integers(1, 30)})
 
 
+@pytest.mark.slow
 @FUZZ
 @given(BASES, st.one_of(GOOD_MATRIX, MATRIX))
 def test_any_matrix_gives_runs_or_located_problems(base: dict[str, Any], matrix: Any):

@@ -131,6 +131,7 @@ def every_run_excluded(data: dict[str, Any]) -> bool:
     return "runs" not in matrix and runs(data) is None
 
 
+@pytest.mark.slow
 @BUDGET
 @given(sweeps())
 def test_the_same_run_file_gives_the_same_bytes_however_it_is_written(data):
