@@ -47,6 +47,7 @@ SHELLS: dict[str, list[str]] = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with what it needs: its folder's need and its fixtures'."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         fixtures = set(item.fixturenames) - set(callspec.params if callspec else ())
