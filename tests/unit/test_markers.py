@@ -71,3 +71,9 @@ def test_a_test_that_asks_for_a_real_thing_is_marked_with_its_need_wherever_it_i
 def test_a_parameter_named_like_a_fixture_is_no_need(needs):
     # test_plan_meaning has a parameter `slurm` (a run file's block), not the cluster.
     assert not [test for test in needs if "/test_plan_meaning.py" in test and needs[test]]
+
+
+def test_every_test_is_in_the_folder_of_its_need(needs):
+    # A test file straight under tests/ would be marked with no need, whatever it needs.
+    folders = {"unit", "compile", *FOLDER_NEEDS}
+    assert [test for test in needs if test.split("/")[1] not in folders] == []
