@@ -16,10 +16,21 @@ import pytest
 
 from compiler.cli.main import main
 from compiler.pipeline.pipeline import compile_files
-from tests.slurm_cluster import SlurmCluster, missing_programs
+from tests.support.slurm_cluster import SlurmCluster, missing_programs
 
-REPO = Path(__file__).resolve().parent.parent
-STUBS = Path(__file__).resolve().parent / "stubs"
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+STUBS = TESTS / "support" / "stubs"
+
+# What a test needs beyond Python is a marker (pyproject.toml says what each needs; README,
+# "Tests"): every test in the folder of tests/ that holds that need has it...
+FOLDER_NEEDS = {"script": "shells", "engines": "engines", "slurm": "slurm", "axolotl": "axolotl",
+                "packaging": "packaging"}
+# ...and so has any test elsewhere that asks for a fixture starting the real thing, directly
+# or through another fixture (a parameter of the same name is no need).
+FIXTURE_NEEDS = {"podman": "engines", "docker": "engines", "test_image_tar": "engines",
+                 "cleanup": "engines", "token_service": "engines", "start_registry": "engines",
+                 "slurm": "slurm", "pyxis": "slurm", "axolotl_venv": "axolotl"}
 
 # How each POSIX shell of the matrix is started (SPEC §3.1).
 SHELLS: dict[str, list[str]] = {
@@ -33,6 +44,17 @@ SHELLS: dict[str, list[str]] = {
     "yash": ["yash"],
     "ksh93": ["ksh93"],
 }
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with what it needs: its folder's need and its fixtures'."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        fixtures = set(item.fixturenames) - set(callspec.params if callspec else ())
+        needs = {FIXTURE_NEEDS[name] for name in fixtures & FIXTURE_NEEDS.keys()}
+        needs.add(FOLDER_NEEDS.get(item.path.relative_to(TESTS).parts[0]))
+        for need in sorted(needs - {None}):
+            item.add_marker(need)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -170,7 +192,7 @@ class Sandbox:
 
 
 def install_stub(path: Path, stub: str, python: Path = Path(sys.executable)) -> None:
-    """Install tests/stubs/<stub>.py as the executable `path`, run by `python`."""
+    """Install tests/support/stubs/<stub>.py as the executable `path`, run by `python`."""
     path.write_text(f"#!{python}\n" + (STUBS / f"{stub}.py").read_text())
     path.chmod(0o755)
 
@@ -180,7 +202,7 @@ SCONTROL = "#!/bin/sh\n[ \"$*\" = 'show hostnames n[1-2]' ] && printf 'n1\\nn2\\
 
 
 def install_slurm_stubs(box: Sandbox) -> None:
-    """A stub srun with pyxis's options (tests/stubs/srun.py), and scontrol for a job on n1
+    """A stub srun with pyxis's options (tests/support/stubs/srun.py), and scontrol for a job on n1
     and n2: enough for an enroot job.sh, run as if in a Slurm job."""
     install_stub(box.bin / "srun", "srun")
     (box.bin / "scontrol").write_text(SCONTROL)
@@ -271,7 +293,8 @@ def start_script(script: Path, *args: str, shell: str, env: dict[str, str]) -> s
 
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory: pytest.TempPathFactory):
-    """The real Slurm cluster of tests/slurm_cluster.py, one per session for every module."""
+    """The real Slurm cluster of tests/support/slurm_cluster.py, one per session for every
+    module."""
     missing = missing_programs()
     assert not missing, f"tests/run installs Slurm; missing here: {', '.join(missing)}"
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
@@ -282,8 +305,8 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
         cluster.stop()
 
 
-# As fixtures for every test module: the real engines of tests/engines.py, and real Axolotl
-# (tests/axolotl.py: its venv, the tiny model, the image that runs them).
-from tests.axolotl import axolotl_image, axolotl_venv, tiny_model  # noqa: E402,F401
-from tests.engines import cleanup, docker, podman, test_image_tar  # noqa: E402,F401
-from tests.registry import start_registry, token_service  # noqa: E402,F401
+# As fixtures for every test module: the real engines of tests/support/engines.py, and real Axolotl
+# (tests/support/axolotl.py: its venv, the tiny model, the image that runs them).
+from tests.support.axolotl import axolotl_image, axolotl_venv, tiny_model  # noqa: E402,F401
+from tests.support.engines import cleanup, docker, podman, test_image_tar  # noqa: E402,F401
+from tests.support.registry import start_registry, token_service  # noqa: E402,F401

@@ -45,7 +45,7 @@ DEFAULT_RENDEZVOUS_PORT = 29500
 DEFAULT_MAX_RUNS = 256
 
 # The defaults the run file's schema declares (for editors), by field path: the schema must
-# declare exactly these (tests/test_defaults.py).
+# declare exactly these (tests/unit/test_defaults.py).
 RUN_FILE_DEFAULTS = {
     "runtime.cleanenv": DEFAULT_CLEANENV,
     "runtime.contain": DEFAULT_CONTAIN,

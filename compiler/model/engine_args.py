@@ -33,7 +33,7 @@ class OptionTable:
 
 # The tables were read from `podman run --help` (podman 4.3.1) and `docker run --help` (docker
 # 28.2.2, without a daemon: with one, it hides the options the daemon lacks but still reads
-# them). tests/test_engine_table.py checks them against the engines installed, and asks each
+# them). tests/engines/test_engine_table.py checks them against the engines installed, and asks each
 # engine whether each option takes a value. An option a newer engine added is refused until
 # it is added here; so are hidden options and aliases (podman's --net: write --network).
 _PODMAN_VALUED = _names("""

@@ -3,7 +3,7 @@ does not show, with the reason: the bill is exhaustive by this list.
 
 Fields are named by their path through the model's dataclasses (`runtime.venv`, `steps.argv`:
 a runtime's fields are those of all its variants, a collection's those of its items), as
-`model_fields` walks them. tests/test_bill_fields.py fails if a field is in neither list, and
+`model_fields` walks them. tests/unit/test_bill_fields.py fails if a field is in neither list, and
 checks that a change to any field in BILLED changes the bill (or nothing the script does).
 """
 

@@ -4,7 +4,7 @@ Taken from Slurm's src/common/slurm_opt.c (the options with a name and an sbatch
 releases 22.05 to 25.11, all of them: a name only newer releases know is still an option, and
 with more names an abbreviation is only ever more ambiguous, never read as another option
 (the one name an older sbatch reads otherwise, --extra, rules/slurm.py checks both ways).
-tests/test_slurm.py checks the 22.05 ones, and sbatch's abbreviation rule, against the real
+tests/slurm/test_slurm.py checks the 22.05 ones, and sbatch's abbreviation rule, against the real
 sbatch of the test cluster. Options of SPANK plugins (pyxis's --container-image) depend on
 the cluster and are not here.
 """
