@@ -32,7 +32,7 @@ FIXTURE_NEEDS = {"podman": "engines", "docker": "engines", "test_image_tar": "en
                  "cleanup": "engines", "token_service": "engines", "start_registry": "engines",
                  "slurm": "slurm", "pyxis": "slurm", "axolotl_venv": "axolotl"}
 
-# How each POSIX shell of the matrix is started (SPEC §3.1).
+# How each POSIX shell of the matrix is started.
 SHELLS: dict[str, list[str]] = {
     "dash": ["dash"],
     "bash": ["bash"],

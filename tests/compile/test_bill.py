@@ -1,6 +1,5 @@
-"""The bill of materials: what a reviewer approves, said in full. The attack review's
-reproductions (F6, F7, F10, F18, F19 of trials/attack-review-2.md) and variations of them:
-the venv and env file, every #SBATCH line and the GPUs Slurm allocates, embedded files, root in
+"""The bill of materials: what a reviewer approves, said in full, and variations of what
+once slipped past it: the venv and env file, every #SBATCH line and the GPUs Slurm allocates, embedded files, root in
 any spelling, and a sweep's own settings."""
 
 from __future__ import annotations

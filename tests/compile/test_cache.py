@@ -40,7 +40,7 @@ def shared() -> Iterator[Path]:
 
 
 def as_nobody(*argv: str, stdin: bytes = b"") -> None:
-    """Run a command as the unprivileged user `nobody`: the other user of the attack review."""
+    """Run a command as the unprivileged user `nobody`: another user."""
     subprocess.run(["runuser", "-u", "nobody", "--", *argv], input=stdin, check=True)
 
 
@@ -63,7 +63,7 @@ class _RunCommand:
 
 
 def test_another_users_compiled_templates_are_never_loaded(project, shared, tmp_path):
-    # Attack review 2, F4: Jinja's bytecode cache loads a pickle from the shared cache.
+    # Jinja's bytecode cache would load a pickle from a shared cache.
     canary = tmp_path / "ran"
     payload = jinja2.bccache.bc_magic + pickle.dumps(_RunCommand(f"touch {canary}"))
     templates = data_dir("templates")
@@ -83,7 +83,7 @@ def test_another_users_compiled_templates_are_never_loaded(project, shared, tmp_
 @pytest.mark.slow
 def test_another_users_record_cannot_vouch_for_a_tampered_script(project, shared, obc,
                                                                    monkeypatch):
-    # Attack review 2, F4: a record in the shared cache vouched for a tampered job.sh.
+    # A record in a shared cache could vouch for a tampered job.sh.
     as_nobody("sh", "-c", 'umask 0 && mkdir "$1"', "sh", str(shared / "obc"))
     monkeypatch.delenv("OBC_COMPILE_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(shared))

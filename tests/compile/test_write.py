@@ -291,7 +291,7 @@ def plant(path: Path, text: str) -> Path:
 
 
 def test_a_script_whose_header_names_a_file_that_is_no_run_file_fails_the_check(project, obc):
-    # Attack review 2, F1: it passed --check, and plan said "no changes".
+    # Once it passed --check, and plan said "no changes".
     assert obc("compile", "examples", "-o", "out").code == 0
     evil = plant(project / "out/evil/job.sh", claiming("examples/configs/llama3-qlora.yaml"))
 

@@ -1,5 +1,5 @@
 """The image that runs is the image that is billed, proven on the real podman and docker:
-no form of `runtime.extra_args` takes the image's place (attack review 2, F2).
+no form of `runtime.extra_args` takes the image's place.
 
 Two images share the test image's files and differ in one variable of their config,
 OBC_IMAGE: `pinned` (the run file's image) and `attacker` (the step's first word). Each step

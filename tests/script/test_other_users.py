@@ -86,7 +86,7 @@ def planted_output(team: Path) -> Path:
     return output
 
 
-# F5 of the attack review, as it did it, in every shell.
+# Another user's link where the trigger goes, in every shell.
 @pytest.mark.parametrize("shell", SHELLS)
 def test_the_checkpoint_trigger_is_not_written_through_another_users_link(
         sandbox, tmp_path, shell):
@@ -257,7 +257,7 @@ def sourced_marker(tmp_path: Path) -> tuple[Path, str]:
     return marker, f"touch {marker}\n"
 
 
-# F6 of the attack review: an env file another user owns, which anyone can write.
+# An env file another user owns, which anyone can write.
 @pytest.mark.parametrize("shell", SHELLS)
 def test_an_env_file_of_another_user_is_not_sourced(sandbox, tmp_path, shell):
     marker, line = sourced_marker(tmp_path)

@@ -39,7 +39,7 @@ def record(run_dir: Path) -> dict:
     return json.loads((run_dir / ".obc/status.json").read_text())
 
 
-# F16 of the attack review, in every shell.
+# A disk that fills while a record is written, in every shell.
 @pytest.mark.parametrize("shell", SHELLS)
 def test_a_full_disk_leaves_the_last_whole_record(sandbox, tmp_path, small_disk, shell):
     run_dir = small_disk / "run"

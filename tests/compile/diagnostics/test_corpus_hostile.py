@@ -223,7 +223,7 @@ LOW = [
           ("name", "--name=renamed", "by the name overbrainer-<id>"),
           ("name-word", "--name", "--name takes a value, which the engine would take"),
           ("replace", "--replace", "instead of refusing to start"),
-          # An option that would take the image as its value (attack review 2, F2).
+          # An option that would take the image as its value.
           ("label", "--label", "--label takes a value, which the engine would take from"),
           ("l", "-l", "-l takes a value"), ("tl", "-tl", "-l takes a value"),
           ("future", "--future-opt", "--future-opt is not an option of podman run"),

@@ -1,5 +1,5 @@
 """How problems reach the user: every problem of every file in one sorted report, text on
-stderr or JSON on stdout, colour only on a terminal, the exit codes of SPEC §2, and an output
+stderr or JSON on stdout, colour only on a terminal, obc's exit codes (README), and an output
 folder that a bad input never touches."""
 
 from __future__ import annotations
