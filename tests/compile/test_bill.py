@@ -1,6 +1,6 @@
 """The bill of materials: what a reviewer approves, said in full, and variations of what
-once slipped past it: the venv and env file, every #SBATCH line and the GPUs Slurm allocates, embedded files, root in
-any spelling, and a sweep's own settings."""
+once slipped past it: the venv and env file, every #SBATCH line and the GPUs Slurm
+allocates, embedded files, root in any spelling, and a sweep's own settings."""
 
 from __future__ import annotations
 

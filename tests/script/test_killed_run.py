@@ -1,7 +1,8 @@
-"""A job.sh killed with KILL cannot trap it: its step runs on, in a session of its own. The
-run dir stays in use (exit 4) until nothing the killed run started runs any more, natively
-and in a real container, so that two trainers never write one run dir; a killed job.sh that its parent never reaps (a zombie) does not keep it. Each test
-waits for what it needs (a line written, a process gone), never for a time."""
+"""A job.sh killed with KILL cannot trap it: its step runs on, in a session of its own. The run
+dir stays in use (exit 4) until nothing the killed run started runs any more, natively and
+in a real container, so that two trainers never write one run dir; a killed job.sh that its
+parent never reaps (a zombie) does not keep it. Each test waits for what it needs (a line
+written, a process gone), never for a time."""
 
 from __future__ import annotations
 
