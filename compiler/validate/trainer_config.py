@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ..core.diagnostics import Diagnostic, describe_value, did_you_mean, show
+from ..core.diagnostics import Diagnostic, closest, describe_value, did_you_mean, show
 from ..core.resources import trainer_schema, trainer_schema_versions
 from ..model.defaults import DEFAULT_AXOLOTL_VERSION
 from ..read.axolotl import ConfigPlace
@@ -46,7 +46,8 @@ def problems(where: ConfigPlace) -> list[Diagnostic]:
         return []
     return sorted({where.problem(keys, message, hint, key=at_key)
                    for error in _validator("axolotl", version).iter_errors(where.config)
-                   for keys, at_key, message, hint in _explain(error, f"Axolotl {version}")})
+                   for keys, at_key, message, hint in _explain(error, f"Axolotl {version}",
+                                                               schema)})
 
 
 @cache
@@ -72,10 +73,10 @@ def _is_number(value: Any) -> bool:
 Explanation = tuple[Path_, bool, str, str | None]
 
 
-def _explain(error: ValidationError, release: str) -> Iterator[Explanation]:
-    """Turn one jsonschema error into what is wrong, at which keys of the config."""
-    from jsonschema.exceptions import best_match  # noqa: PLC0415
-
+def _explain(error: ValidationError, release: str, root: dict[str, Any]) -> \
+        Iterator[Explanation]:
+    """Turn one jsonschema error into what is wrong, at which keys of the config (`root` is
+    the schema, whose definitions name what a value may be)."""
     path: Path_ = tuple(error.absolute_path)
     if "propertyNames" in error.absolute_schema_path:
         known = error.schema["enum"]
@@ -85,12 +86,13 @@ def _explain(error: ValidationError, release: str) -> Iterator[Explanation]:
             "Axolotl ignores a key it does not know; remove it, or load the plugin " \
             "that reads it (plugins:)"
     elif error.validator in ("anyOf", "oneOf"):
-        deeper = best_match(error.context or ())
-        if deeper is not None and len(deeper.absolute_path) > len(path):
-            yield from _explain(deeper, release)
-        else:
-            yield path, False, f"expected {_alternatives(error.schema[error.validator])}, " \
-                f"got {describe_value(error.instance)}", None
+        yield from _alternatives(error, release, root)
+    elif error.validator == "required":
+        # A misspelling of the missing key is reported once, as a key with "did you mean".
+        for key in error.validator_value:
+            if key not in error.instance and not any(
+                    closest(str(given), [key]) for given in error.instance):
+                yield path, False, f"the required key {show(key)} is missing", None
     elif error.validator == "type":
         yield path, False, f"expected {expected_types(error.validator_value)}, " \
             f"got {describe_value(error.instance)}", None
@@ -102,11 +104,36 @@ def _explain(error: ValidationError, release: str) -> Iterator[Explanation]:
         yield path, False, error.message, None
 
 
-def _alternatives(branches: list[dict[str, Any]]) -> str:
-    """What the branches of an anyOf take, for a message: "an integer or null"."""
+def _resolved(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """The definition a `$ref` names (pydantic's refs have no siblings), else `schema`."""
+    reference = schema.get("$ref", "")
+    return root["$defs"][reference.rsplit("/", 1)[-1]] if reference.startswith("#/$defs/") \
+        else schema
+
+
+def _alternatives(error: ValidationError, release: str, root: dict[str, Any]) -> \
+        Iterator[Explanation]:
+    """Explain an anyOf through the one branch whose type fits, if there is one; else say
+    what the branches take ("an integer or null")."""
+    by_branch: dict[int, list[ValidationError]] = {}
+    for sub in error.context or ():
+        by_branch.setdefault(sub.schema_path[0], []).append(sub)
+    fitting = [subs for subs in by_branch.values()
+               if not any(sub.validator == "type" and not sub.path for sub in subs)]
+    if len(fitting) == 1:
+        for sub in fitting[0]:
+            yield from _explain(sub, release, root)
+        return
+    branches = [_resolved(branch, root) for branch in error.validator_value]
+    choices = [choice for branch in branches for choice in branch.get("enum", ())
+               if isinstance(choice, str)]
+    suggestion = did_you_mean(error.instance, choices) if isinstance(error.instance, str) \
+        else ""
     named = [f"one of {', '.join(map(str, branch['enum']))}" if "enum" in branch
              else show(branch["const"]) if "const" in branch
-             else branch["$ref"].rsplit("/", 1)[-1] if "$ref" in branch
+             else f"a string matching {branch['pattern']}" if "pattern" in branch
              else expected_types(branch["type"]) if "type" in branch
              else "another value" for branch in branches]
-    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " or " + named[-1]
+    expected = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " or " + named[-1]
+    yield tuple(error.absolute_path), False, \
+        f"expected {expected}, got {describe_value(error.instance)}{suggestion}", None
