@@ -55,6 +55,9 @@ def axolotl_schema(venv: Path) -> tuple[str, dict[str, Any]]:
         [str(venv / "bin" / "python"), "-c", AXOLOTL_PROGRAM], check=True,
         capture_output=True, text=True).stdout)
     schema = without_annotations(found["schema"])
+    # A key the config must have may come from the command line instead (`axolotl train
+    # CONFIG --learning-rate 1e-4`, trainer.axolotl.args): Axolotl says if it is missing.
+    del schema["required"]
     # Unless the config loads plugins, which add keys and adapters of their own: a key is
     # one of the config's fields, by its name or its alias (Axolotl drops any other key, so
     # a misspelt one is silently ignored), and the adapter is a built-in one.
