@@ -1,4 +1,5 @@
-"""Where obc's own data files are: the Jinja templates and the JSON Schema."""
+"""Where obc's own data files are: the Jinja templates, the JSON Schema of run files and those
+of the trainers' configs."""
 
 from __future__ import annotations
 
@@ -26,3 +27,17 @@ def schema_path() -> Path:
 def run_schema() -> dict[str, Any]:
     """Return the run file's JSON Schema, read once per process."""
     return json.loads(schema_path().read_text(encoding="utf-8"))
+
+
+def trainer_schema_versions(trainer: str) -> list[str]:
+    """Return the versions of `trainer` whose config schema obc has (schemas/trainers/)."""
+    return sorted((path.stem.removeprefix(f"{trainer}-")
+                   for path in (data_dir("schemas") / "trainers").glob(f"{trainer}-*.json")),
+                  key=lambda version: tuple(map(int, version.split("."))))
+
+
+@cache
+def trainer_schema(trainer: str, version: str) -> dict[str, Any]:
+    """Return the JSON Schema of `trainer`'s config at `version`, read once per process."""
+    path = data_dir("schemas") / "trainers" / f"{trainer}-{version}.json"
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -23,6 +23,8 @@ DEFAULT_IMAGE = (
     "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1"
     "@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b"
 )
+# The Axolotl release a config is checked against when the run file names none: the image's.
+DEFAULT_AXOLOTL_VERSION = "0.19"
 # Seconds a stopped step has between TERM and KILL: a trainer that saves on TERM needs more
 # than the engines' 10 s.
 DEFAULT_STOP_TIMEOUT = 60
@@ -58,6 +60,7 @@ RUN_FILE_DEFAULTS = {
     "trainer.axolotl.preprocess": DEFAULT_PREPROCESS,
     "trainer.axolotl.merge": DEFAULT_MERGE,
     "trainer.axolotl.resume": DEFAULT_RESUME,
+    "trainer.axolotl.version": DEFAULT_AXOLOTL_VERSION,
     "checkpoint.on_signal": DEFAULT_ON_SIGNAL,
     "checkpoint.grace": DEFAULT_GRACE,
     "checkpoint.check_interval": DEFAULT_CHECK_INTERVAL,

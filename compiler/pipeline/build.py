@@ -16,7 +16,7 @@ from ..core.project import source_name
 from ..core.text import quoted
 from ..model.job import Job, SweepRun
 from ..normalise.normalise import attachment_fields, normalise
-from ..read.axolotl import ConfigError, config_problems, read_config
+from ..read.axolotl import ConfigError, config_place, config_problems, read_config
 from ..read.load import CONFIG_FIELD, Source, display_name, load_source
 from ..read.sources import (
     BudgetError,
@@ -31,7 +31,7 @@ from ..render.provenance import inputs_digest, lock_entry
 from ..render.sweep import throttled
 from ..sweep.expand import Expansion, expand
 from ..sweep.rules import shared_folders
-from ..validate import policy_rules
+from ..validate import policy_rules, trainer_config
 from ..validate.policy import Policy
 from ..validate.validate import validate
 
@@ -124,11 +124,13 @@ def input_files(built: Built) -> list[str]:
 
 
 def _config_problems(source: Source, attachments: dict) -> list[Diagnostic]:
-    """The files the Axolotl config names in the run dir must be ones the job puts there."""
+    """The Axolotl config must be one its version of Axolotl takes, and the files it names in
+    the run dir must be ones the job puts there."""
     config = source.data["trainer"]["axolotl"]["config"]
     name = display_name(source.directory / config) if isinstance(config, str) else ""
+    where = config_place(source, attachments.get(CONFIG_FIELD), name)
     embedded = list(source.data.get("files", {}))
-    return list(config_problems(source, attachments.get(CONFIG_FIELD), name, embedded))
+    return [*trainer_config.problems(where), *config_problems(where, embedded)]
 
 
 def _run_file_problems(project: Project, path: Path) -> tuple[Source, list[Diagnostic]]:

@@ -126,14 +126,17 @@ def _relative_local_path(keys: Path_, value: str) -> bool:
             or PurePosixPath(value).suffix.lower() in DATA_SUFFIXES)
 
 
-def _mark(config: Any, keys: Path_) -> Mark | None:
-    """The line and column of the value at `keys` in a round-trip loaded file, if known."""
+def _mark(config: Any, keys: Path_, *, key: bool = False) -> Mark | None:
+    """The line and column of the value at `keys` (or of its key) in a round-trip loaded
+    file, if known."""
     node = config
-    for key in keys[:-1]:
-        node = node[key]
-    if isinstance(node, CommentedMap | CommentedSeq):
-        line, column = node.lc.value(keys[-1]) if isinstance(node, CommentedMap) \
-            else node.lc.item(keys[-1])
+    for step in keys[:-1]:
+        node = node[step]
+    if isinstance(node, CommentedMap):
+        line, column = (node.lc.key if key else node.lc.value)(keys[-1])
+        return Mark(line + 1, column + 1)
+    if isinstance(node, CommentedSeq):
+        line, column = node.lc.item(keys[-1])
         return Mark(line + 1, column + 1)
     return None
 
@@ -159,38 +162,43 @@ def looks_like_config(data: Any) -> bool:
             and any(key in data for key in CONFIG_KEYS))
 
 
-def config_problems(source: Source, config_text: str | None, config_name: str,
-                    embedded: list[str]) -> Iterator[Diagnostic]:
-    """Yield a problem for each file the Axolotl config names in the run dir that nothing
-    will put there, and for what keeps train from checkpointing where the job looks:
-    at the inline config's own value, or at the run file's `config` for a config file
-    (whose line the message gives)."""
+def config_place(source: Source, config_text: str | None, config_name: str) -> ConfigPlace:
+    """Return a run file's Axolotl config, read with its positions: inline (`config_text`
+    None), or the file `config_name` whose text is `config_text`."""
     config = source.data["trainer"]["axolotl"]["config"] if config_text is None \
         else read_config(config_text)
-    where = _ConfigPlace(source, config, config_name)
-    for keys, message, hint in _checkpoint_problems(source.data, config):
+    return ConfigPlace(source, config, config_name)
+
+
+def config_problems(where: ConfigPlace, embedded: list[str]) -> Iterator[Diagnostic]:
+    """Yield a problem for each file the Axolotl config names in the run dir that nothing
+    will put there, and for what keeps train from checkpointing where the job looks."""
+    for keys, message, hint in _checkpoint_problems(where.source.data, where.config):
         yield where.problem(keys, message, hint)
-    for found in run_dir_files(config):
+    for found in run_dir_files(where.config):
         if not in_run_dir(found.value, embedded):
             yield where.problem(found.keys, f"{show(found.value)} is a path in the run dir, "
                                 "where nothing puts it", missing_file_hint(found.value))
 
 
 @dataclass(frozen=True, slots=True)
-class _ConfigPlace:
-    """Locates problems of a run file's Axolotl config, inline or in a file of its own."""
+class ConfigPlace:
+    """Locates problems of a run file's Axolotl config, inline or in a file of its own: at
+    the inline config's own value, or at the run file's `config` for a config file (whose
+    line the message gives)."""
 
     source: Source
     config: Any
     name: str
 
-    def problem(self, keys: Path_, message: str, hint: str) -> Diagnostic:
-        """At the inline config's value at `keys`; for a config file, at the run file's
-        `config`, the message naming the config file's line."""
+    def problem(self, keys: Path_, message: str, hint: str | None, *,
+                key: bool = False) -> Diagnostic:
+        """At the inline config's value at `keys` (or its key); for a config file, at the run
+        file's `config`, the message naming the config file's line."""
         source = self.source
         if not self.name:
-            return source.problem(CONFIG_FIELD + keys, message, hint)
-        inside = _mark(self.config, keys) if keys else None
+            return source.problem(CONFIG_FIELD + keys, message, hint, key=key)
+        inside = _mark(self.config, keys, key=key) if keys else None
         mark = source.mark(CONFIG_FIELD)
         where = f"{self.name}:{inside.line}:{inside.column}: " if inside else f"{self.name}: "
         what = f"{field_path(keys)}: " if keys else ""

@@ -1,7 +1,9 @@
-"""A yes/no check of a run file against the JSON Schema, without importing jsonschema.
+"""A yes/no check of a run file (or a trainer's config) against its JSON Schema, without
+importing jsonschema.
 
 Importing jsonschema is a third of a single compile's start-up, and a valid run file never
-needs its messages. This knows the draft-07 keywords the schema uses, with jsonschema's
+needs its messages. This knows the keywords the schemas use (draft-07's, and the trainers'
+schemas' anyOf, allOf and $defs, whose $refs have no siblings), with jsonschema's
 meaning (and obc's: a `pattern` matches the whole string, in ASCII); `is_valid` returns None
 for a schema with any other keyword, and the caller asks jsonschema. Whenever this says no,
 validate.py asks jsonschema for the messages, so only a wrong yes would matter: the tests
@@ -16,7 +18,7 @@ from typing import Any
 # Keywords that say nothing about validity.
 _ANNOTATIONS = frozenset((
     "$schema", "$id", "$comment", "title", "description", "examples", "default",
-    "errorMessage", "patternErrorMessage", "markdownDescription", "definitions",
+    "errorMessage", "patternErrorMessage", "markdownDescription", "definitions", "$defs",
 ))
 
 
@@ -154,6 +156,16 @@ _KEYWORDS = {
     "propertyNames": lambda schema, instance, root, _: not isinstance(instance, dict)
     or all(_valid(schema, key, root) for key in instance),
     "items": _items,
+    "maxItems": lambda most, instance, *_: not isinstance(instance, list)
+    or len(instance) <= most,
+    "exclusiveMinimum": lambda least, instance, *_: not _is_number(instance)
+    or instance > least,
+    "exclusiveMaximum": lambda most, instance, *_: not _is_number(instance)
+    or instance < most,
+    "anyOf": lambda schemas, instance, root, _: any(
+        _valid(s, instance, root) for s in schemas),
+    "allOf": lambda schemas, instance, root, _: all(
+        _valid(s, instance, root) for s in schemas),
     "oneOf": lambda schemas, instance, root, _: sum(
         _valid(s, instance, root) for s in schemas) == 1,
     "if": lambda condition, instance, root, schema: _valid(

@@ -126,7 +126,7 @@ def _explain(source: Source, error: ValidationError) -> Iterator[Explanation]:
         return  # "must not be empty" says it
     elif keyword == "type":
         yield path, False, \
-            f"expected {_types(error.validator_value)}, got {describe_value(instance)}", \
+            f"expected {expected_types(error.validator_value)}, got {describe_value(instance)}", \
             _quote_hint(source, path, error.validator_value) or _boolean_hint(instance, error) \
             or hint
     else:
@@ -166,14 +166,14 @@ def _alternatives(source: Source, error: ValidationError, hint: str | None) -> \
              for t in ([s.validator_value] if isinstance(s.validator_value, str)
                        else s.validator_value)]
     types = list(dict.fromkeys(types))
-    expected = _types(types) if types else "a valid value"
+    expected = expected_types(types) if types else "a valid value"
     yield path, False, f"expected {expected}, got {describe_value(error.instance)}", \
         _quote_hint(source, path, types) or hint
 
 
 def _simple_message(path: Path_, keyword: str, error: ValidationError) -> str:
     if keyword == "enum":
-        return _enum_message(error.instance, error.validator_value)
+        return enum_message(error.instance, error.validator_value)
     if keyword == "const" and path == ("version",):
         return _version_message(error.instance, error.validator_value)
     if keyword == "const":
@@ -182,7 +182,8 @@ def _simple_message(path: Path_, keyword: str, error: ValidationError) -> str:
     return _MESSAGES.get(keyword, lambda error: error.message)(error)
 
 
-def _enum_message(instance: Any, choices: list) -> str:
+def enum_message(instance: Any, choices: list) -> str:
+    """Return "x is not one of a, b; did you mean ..." for a value not among `choices`."""
     suggestion = did_you_mean(instance, choices) if isinstance(instance, str) else ""
     return f"{show(instance)} is not one of {', '.join(map(str, choices))}{suggestion}"
 
@@ -213,7 +214,8 @@ _TYPE_NAMES = {"string": "a string", "integer": "an integer", "boolean": "true o
                "object": "a mapping", "array": "a list", "number": "a number", "null": "null"}
 
 
-def _types(types: Any) -> str:
+def expected_types(types: Any) -> str:
+    """Return how a message names the JSON types `types`: "an integer or null"."""
     names = [_TYPE_NAMES.get(t, t) for t in ([types] if isinstance(types, str) else types)]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 

@@ -309,7 +309,8 @@ matrix:
 
 
 def test_a_patched_config_file_is_one_of_the_inputs_the_header_hashes(tmp_path):
-    text = TRAINER + "matrix: {axes: {lr: {set: trainer.axolotl.config.lr, values: [1]}}}\n"
+    text = TRAINER + ("matrix: {axes: {lr: {set: trainer.axolotl.config.learning_rate, "
+                      "values: [1]}}}\n")
     before = scripts(compile_sweep(tmp_path, text))["sw-1"]
     (tmp_path / "cfg.yaml").write_text(CONFIG + "# a comment, which the patched copy drops\n")
     result = compile_files([Path("run.yaml")])

@@ -101,14 +101,14 @@ def test_an_inline_config_and_extension_keys_keep_invisible_characters_exactly(t
     Axolotl reads back exactly; an extension key is ignored."""
     text = ("version: 1\nid: legal\nruntime: {kind: docker}\n"
             f"x-note: {yaml_string(BIDI)}\n"
-            f"trainer:\n  axolotl:\n    config: {{chat_template: {yaml_string(BIDI)}}}\n")
+            f"trainer:\n  axolotl:\n    config: {{wandb_name: {yaml_string(BIDI)}}}\n")
 
     script = compile_text(tmp_path, text)
 
     body = script.split("axolotl.yaml <<'OBC_EOF'\n", 1)[1].split("\nOBC_EOF\n", 1)[0]
     config = YAML(typ="safe", pure=True).load(body)
     assert config.pop("dynamic_checkpoint")["enabled"]  # checkpoint.on_signal's
-    assert config == {"chat_template": BIDI}
+    assert config == {"wandb_name": BIDI}
 
 
 def test_an_embedded_file_keeps_invisible_characters_exactly(tmp_path):

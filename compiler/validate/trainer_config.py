@@ -1,0 +1,139 @@
+"""Stage 2 for a trainer's own config: checked against the JSON Schema made from the trainer's
+models for the release the run file names (schemas/trainers/, made by tools/trainer_schemas.py),
+without importing the trainer. Each problem is located in the config.
+
+The trainer reads its config with pydantic, whose lax mode turns "4" into 4 and "yes" into
+true, so the JSON types here mean what pydantic accepts for them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from ..core.diagnostics import Diagnostic, closest, describe_value, did_you_mean, show
+from ..core.resources import trainer_schema, trainer_schema_versions
+from ..model.defaults import DEFAULT_AXOLOTL_VERSION
+from ..read.axolotl import ConfigPlace
+from ..read.load import Path_
+from . import fastschema
+from .validate import enum_message, expected_types
+
+if TYPE_CHECKING:  # imported when there is an error to explain: it is slow to import
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
+
+VERSION_FIELD: Path_ = ("trainer", "axolotl", "version")
+
+# The strings pydantic's lax mode reads as booleans, numbers and integers.
+_BOOLEAN_STRINGS = frozenset(("0", "off", "f", "false", "n", "no",
+                              "1", "on", "t", "true", "y", "yes"))
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*|\s*[+-]?(inf|nan)\s*", re.I)
+_INTEGER = re.compile(r"\s*[+-]?\d+\s*")
+
+
+def problems(where: ConfigPlace) -> list[Diagnostic]:
+    """Return what the run file's Axolotl release would reject in its config, sorted."""
+    version = where.source.data["trainer"]["axolotl"].get("version", DEFAULT_AXOLOTL_VERSION)
+    known = trainer_schema_versions("axolotl")
+    if version not in known:
+        return [where.source.problem(VERSION_FIELD, f"obc has no schema of Axolotl {version}",
+                                     f"obc checks the configs of Axolotl {', '.join(known)}")]
+    schema = trainer_schema("axolotl", version)
+    if fastschema.is_valid(schema, where.config):
+        return []
+    return sorted({where.problem(keys, message, hint, key=at_key)
+                   for error in _validator("axolotl", version).iter_errors(where.config)
+                   for keys, at_key, message, hint in _explain(error, f"Axolotl {version}",
+                                                               schema)})
+
+
+@cache
+def _validator(trainer: str, version: str) -> Validator:
+    from jsonschema import Draft202012Validator, validators  # noqa: PLC0415
+
+    types = Draft202012Validator.TYPE_CHECKER.redefine_many({
+        "boolean": lambda _, value: isinstance(value, bool) or value in (0, 1)
+        or isinstance(value, str) and value.strip().lower() in _BOOLEAN_STRINGS,
+        "integer": lambda _, value: _is_number(value) and float(value).is_integer()
+        or isinstance(value, str) and _INTEGER.fullmatch(value) is not None,
+        "number": lambda _, value: _is_number(value)
+        or isinstance(value, str) and _NUMBER.fullmatch(value) is not None,
+    })
+    lax = validators.extend(Draft202012Validator, type_checker=types)
+    return lax(trainer_schema(trainer, version))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+Explanation = tuple[Path_, bool, str, str | None]
+
+
+def _explain(error: ValidationError, release: str, root: dict[str, Any]) -> \
+        Iterator[Explanation]:
+    """Turn one jsonschema error into what is wrong, at which keys of the config (`root` is
+    the schema, whose definitions name what a value may be)."""
+    path: Path_ = tuple(error.absolute_path)
+    if "propertyNames" in error.absolute_schema_path:
+        known = error.schema["enum"]
+        yield (*path, error.instance), True, \
+            f"not a key of {release}'s config" \
+            f"{did_you_mean(str(error.instance), known)}", \
+            "Axolotl ignores a key it does not know; remove it, or load the plugin " \
+            "that reads it (plugins:)"
+    elif error.validator in ("anyOf", "oneOf"):
+        yield from _alternatives(error, release, root)
+    elif error.validator == "required":
+        # A misspelling of the missing key is reported once, as a key with "did you mean".
+        for key in error.validator_value:
+            if key not in error.instance and not any(
+                    closest(str(given), [key]) for given in error.instance):
+                yield path, False, f"the required key {show(key)} is missing", None
+    elif error.validator == "type":
+        yield path, False, f"expected {expected_types(error.validator_value)}, " \
+            f"got {describe_value(error.instance)}", None
+    elif error.validator == "enum":
+        # null and "" mean none, and need no naming.
+        named = [choice for choice in error.validator_value if choice not in (None, "")]
+        yield path, False, enum_message(error.instance, named), None
+    else:
+        yield path, False, error.message, None
+
+
+def _resolved(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """The definition a `$ref` names (pydantic's refs have no siblings), else `schema`."""
+    reference = schema.get("$ref", "")
+    return root["$defs"][reference.rsplit("/", 1)[-1]] if reference.startswith("#/$defs/") \
+        else schema
+
+
+def _alternatives(error: ValidationError, release: str, root: dict[str, Any]) -> \
+        Iterator[Explanation]:
+    """Explain an anyOf through the one branch whose type fits, if there is one; else say
+    what the branches take ("an integer or null")."""
+    by_branch: dict[int, list[ValidationError]] = {}
+    for sub in error.context or ():
+        by_branch.setdefault(sub.schema_path[0], []).append(sub)
+    fitting = [subs for subs in by_branch.values()
+               if not any(sub.validator == "type" and not sub.path for sub in subs)]
+    if len(fitting) == 1:
+        for sub in fitting[0]:
+            yield from _explain(sub, release, root)
+        return
+    branches = [_resolved(branch, root) for branch in error.validator_value]
+    choices = [choice for branch in branches for choice in branch.get("enum", ())
+               if isinstance(choice, str)]
+    suggestion = did_you_mean(error.instance, choices) if isinstance(error.instance, str) \
+        else ""
+    named = [f"one of {', '.join(map(str, branch['enum']))}" if "enum" in branch
+             else show(branch["const"]) if "const" in branch
+             else f"a string matching {branch['pattern']}" if "pattern" in branch
+             else expected_types(branch["type"]) if "type" in branch
+             else "another value" for branch in branches]
+    expected = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " or " + named[-1]
+    yield tuple(error.absolute_path), False, \
+        f"expected {expected}, got {describe_value(error.instance)}{suggestion}", None

@@ -1,0 +1,199 @@
+"""A run's Axolotl config is checked at compile time against the schema made from Axolotl's
+own models for the release the run names (README, "Axolotl's config, checked"): unknown keys,
+wrong types and adapters fail compile, located in the config; the examples and the config
+real Axolotl trains with pass; and the stored schema is what tools/trainer_schemas.py makes
+from the installed Axolotl."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from compiler.core.resources import data_dir, trainer_schema, trainer_schema_versions
+from compiler.pipeline.pipeline import compile_files
+from compiler.read.axolotl import config_place, read_config
+from compiler.read.load import display_name, load_source
+from compiler.validate import fastschema, trainer_config
+from tests.axolotl import TinyModel, lora_config
+from tests.conftest import REPO
+from tools.trainer_schemas import axolotl_schema, dump
+
+RUN_FILE = """\
+version: 1
+id: ckpt
+runtime: {kind: native}
+trainer:
+  axolotl:
+    config: axolotl.yaml
+"""
+CONFIG = """\
+base_model: NousResearch/Llama-3.2-1B
+adapter: lora
+lora_r: 16
+learning_rate: 0.0002
+datasets:
+  - path: tatsu-lab/alpaca
+    type: alpaca
+"""
+
+# The issue's examples: (a line of CONFIG, its replacement, line:col, what compile says).
+MISTAKES = [
+    ("learning_rate: 0.0002", "learning_rat: 0.0002", "4:1",
+     "learning_rat: not a key of Axolotl 0.19's config; did you mean 'learning_rate'?"),
+    ("adapter: lora", "adapter: lroa", "2:10",
+     "adapter: 'lroa' is not one of lora, qlora, llama-adapter; did you mean 'lora'?"),
+    ("lora_r: 16", "lora_r: four", "3:9",
+     "lora_r: expected an integer or null, got the string 'four'"),
+    ("    type: alpaca",
+     "    type: alpaca\ndynamic_checkpoint: {enabled: true, check_interval: often}", "8:53",
+     "dynamic_checkpoint.check_interval: expected an integer, got the string 'often'"),
+    ("lora_r: 16", "rl: dpoo", "3:5", "rl: 'dpoo' is not one of dpo, gdpo, grpo, ipo, "
+     "orpo, kto, simpo, ebft; did you mean 'dpo'?"),
+    ("lora_r: 16", "chat_template: chatmll", "3:16", "chat_template: expected one of alpaca, "),
+]
+
+
+def _compile(folder: Path, config: str, run_file: str = RUN_FILE) -> list[str]:
+    (folder / "axolotl.yaml").write_text(config, encoding="utf-8")
+    (folder / "run.yaml").write_text(run_file, encoding="utf-8")
+    return [d.text() for d in compile_files([folder / "run.yaml"]).diagnostics]
+
+
+def test_a_config_axolotl_takes_compiles(tmp_path: Path):
+    assert _compile(tmp_path, CONFIG) == []
+
+
+@pytest.mark.parametrize(("line", "mistake", "where", "message"), MISTAKES,
+                         ids=[m[1] for m in MISTAKES])
+def test_a_config_file_axolotl_rejects_fails_compile_located_in_it(
+        tmp_path: Path, line: str, mistake: str, where: str, message: str):
+    (found,) = _compile(tmp_path, CONFIG.replace(line, mistake))
+    run_file, config = display_name(tmp_path / "run.yaml"), display_name(tmp_path / "axolotl.yaml")
+    assert found.startswith(f"{run_file}:6:13: error: trainer.axolotl.config: "
+                            f"{config}:{where}: {message}")
+
+
+@pytest.mark.parametrize(("line", "mistake", "where", "message"), MISTAKES,
+                         ids=[m[1] for m in MISTAKES])
+def test_an_inline_config_axolotl_rejects_fails_compile_at_its_value(
+        tmp_path: Path, line: str, mistake: str, where: str, message: str):
+    inline = "".join(f"      {row}\n" for row in CONFIG.replace(line, mistake).splitlines())
+    run_file = RUN_FILE.replace(" axolotl.yaml\n", "\n") + inline
+    (found,) = _compile(tmp_path, "", run_file)
+    row, column = map(int, where.split(":"))
+    key, _, said = message.partition(": ")
+    # The inline config starts on line 7, six columns in; an unknown key is shown at the key.
+    assert found.startswith(f"{display_name(tmp_path / 'run.yaml')}:{row + 6}:"
+                            f"{1 + 6 if 'not a key' in said else column + 6}: error: "
+                            f"trainer.axolotl.config.{key}: {said}")
+
+
+def test_every_mistake_is_reported_at_once(tmp_path: Path):
+    config = CONFIG
+    for line, mistake, _, _ in MISTAKES[:4]:  # each on a line of its own
+        config = config.replace(line, mistake)
+    assert len(_compile(tmp_path, config)) == 4
+
+
+def _with(line: str) -> str:
+    """CONFIG with `line`'s keys given these values instead."""
+    keys = {row.split(":")[0] for row in line.splitlines()}
+    return "".join(row + "\n" for row in CONFIG.splitlines() if row.split(":")[0] not in keys) \
+        + line + "\n"
+
+
+@pytest.mark.parametrize("config", [
+    "learning_rate: 2e-5",  # YAML 1.1 (Axolotl's) reads it as a string; pydantic a number
+    'lora_r: "16"', "bf16: yes", "load_in_8bit: 1", "lora_r: 16.0",
+    # A plugin brings keys and adapters of its own.
+    "plugins: [my_plugin.MyPlugin]\nmy_plugin_key: 3\nadapter: my-adapter",
+    "adapter:", 'adapter: ""', "ddp_timeout: 1800",
+], ids=repr)
+def test_what_pydantic_reads_as_the_right_type_passes(tmp_path: Path, config: str):
+    assert _compile(tmp_path, _with(config)) == []
+
+
+def test_a_plugin_does_not_make_a_wrong_type_right(tmp_path: Path):
+    config = _with("lora_r: four\nplugins: [p.P]")
+    (found,) = _compile(tmp_path, config)
+    assert "lora_r: expected an integer or null, got the string 'four'" in found
+
+
+def test_the_run_file_names_the_release_the_config_is_checked_against(tmp_path: Path):
+    run_file = RUN_FILE + '    version: "0.19"\n'
+    assert _compile(tmp_path, CONFIG, run_file) == []
+    (found,) = _compile(tmp_path, CONFIG, RUN_FILE + '    version: "0.7"\n')
+    assert found == (f"{display_name(tmp_path / 'run.yaml')}:7:14: error: "
+                     "trainer.axolotl.version: obc has no schema of Axolotl 0.7\n"
+                     f"  hint: obc checks the configs of Axolotl "
+                     f"{', '.join(trainer_schema_versions('axolotl'))}")
+
+
+def _example_configs() -> list[tuple[str, dict]]:
+    """Every Axolotl config of the examples, inline or in a file of its own."""
+    configs = [(display_name(path), read_config(path.read_text(encoding="utf-8")))
+               for path in sorted((REPO / "examples" / "configs").glob("*.yaml"))]
+    for path in sorted((REPO / "examples").glob("*.yaml")):
+        config = load_source(path)[0].data.get("trainer", {}).get("axolotl", {}).get("config")
+        if isinstance(config, dict):
+            configs.append((display_name(path), config))
+    # The config real Axolotl trains with in tests/test_axolotl_real.py.
+    configs.append(("tests/axolotl.py", lora_config(TinyModel(Path("/tiny")))))
+    return configs
+
+
+@pytest.mark.parametrize("version", trainer_schema_versions("axolotl"))
+@pytest.mark.parametrize(("name", "config"), _example_configs(), ids=lambda x: str(x)[:30])
+def test_every_stored_schema_takes_every_example_config(version: str, name: str, config: dict):
+    schema = trainer_schema("axolotl", version)
+    assert fastschema.is_valid(schema, config), name  # and so without importing jsonschema
+    assert list(trainer_config._validator("axolotl", version).iter_errors(config)) == []
+
+
+def test_every_example_compiles():
+    result = compile_files(sorted((REPO / "examples").glob("*.yaml")))
+    assert [d.text() for d in result.diagnostics] == []
+
+
+def test_a_config_place_locates_keys_and_values():
+    where = config_place(load_source(REPO / "examples" / "docker-qlora.yaml")[0],
+                         "a: 1\nb:\n  - c: x\n", "c.yaml")
+    assert where.problem(("b", 0, "c"), "m", None).message == "c.yaml:3:8: b[0].c: m"
+    assert where.problem(("b", 0, "c"), "m", None, key=True).message == "c.yaml:3:5: b[0].c: m"
+
+
+@pytest.mark.slow  # imports Axolotl, in its venv
+def test_the_stored_schema_is_what_the_script_makes_from_the_installed_axolotl(
+        axolotl_venv: Path):
+    version, schema = axolotl_schema(axolotl_venv)
+    stored = data_dir("schemas") / "trainers" / f"axolotl-{version}.json"
+    assert stored.read_text(encoding="utf-8") == dump(schema), \
+        f"python3 -m tools.trainer_schemas axolotl {axolotl_venv}"
+    assert json.loads(dump(schema)) == schema
+
+
+# Values that a config's keys may wrongly or rightly get, and keys to add: Axolotl's own,
+# misspelt ones, and a plugin list that lifts the check of keys and adapters.
+VALUES = [True, False, None, 0, 1, 2.5, "4", "2e-5", "yes", "", "lora", "lroa", "auto",
+          "chatml", "dpo", [], {}, ["x"], [{"path": "d", "type": "alpaca"}],
+          {"enabled": True, "check_interval": 2}, {"check_interval": "x"}]
+KEYS = ["adapter", "lora_r", "learning_rat", "bf16", "rl", "chat_template", "plugins",
+        "dynamic_checkpoint", "datasets", "val_set_size", "micro_batch_size"]
+
+
+@settings(derandomize=True, database=None, max_examples=600, deadline=None)
+@given(config=st.sampled_from([config for _, config in _example_configs()]),
+       changes=st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(VALUES)), max_size=3))
+def test_what_fastschema_takes_axolotl_s_schema_takes(config: dict, changes: list):
+    """fastschema's yes spares a compile jsonschema's import, so it must never be wrong."""
+    config = {**config, **{key: copy.deepcopy(value) for key, value in changes}}
+    version = trainer_schema_versions("axolotl")[-1]
+    errors = list(trainer_config._validator("axolotl", version).iter_errors(config))
+    event(f"valid: {not errors}")
+    if fastschema.is_valid(trainer_schema("axolotl", version), config):
+        assert errors == []
