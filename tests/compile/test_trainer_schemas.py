@@ -19,8 +19,8 @@ from compiler.pipeline.pipeline import compile_files
 from compiler.read.axolotl import config_place, read_config
 from compiler.read.load import display_name, load_source
 from compiler.validate import fastschema, trainer_config
-from tests.axolotl import TinyModel, lora_config
 from tests.conftest import REPO
+from tests.support.axolotl import TinyModel, lora_config
 from tools.trainer_schemas import axolotl_schema, dump
 
 RUN_FILE = """\
@@ -142,7 +142,7 @@ def _example_configs() -> list[tuple[str, dict]]:
         config = load_source(path)[0].data.get("trainer", {}).get("axolotl", {}).get("config")
         if isinstance(config, dict):
             configs.append((display_name(path), config))
-    # The config real Axolotl trains with in tests/test_axolotl_real.py.
+    # The config real Axolotl trains with in tests/axolotl/test_axolotl_real.py.
     configs.append(("tests/axolotl.py", lora_config(TinyModel(Path("/tiny")))))
     return configs
 
