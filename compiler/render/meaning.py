@@ -34,13 +34,11 @@ MAX_SHOWN = 200
 MAX_DEPTH = 16
 # The field an item of a collection is known by, where it is not the first one.
 KEY_FIELDS: dict[type, str] = {Mount: "target", SweepEntry: "id"}
-# An item of a collection (a step, a file), a mapping of plain values, stays on one line if
-# it is this short.
-LINE_WIDTH = 100
-ITEM_INDENT = "    "
-# Record 2 keeps a hashed text as an object; record 1 kept it as a "sha256:…" string, which a
-# value could be too, so this obc does not read it.
-RECORD_MARKER = "--- obc plan record 2: what this job means, as `obc plan` reads it back ---"
+# Record 3 is one line of JSON; record 2 was the same JSON over a line per field, and reads
+# alike. Record 1 kept a hashed text as a "sha256:…" string, which a value could be too, so
+# this obc does not read it.
+RECORD_MARKER = "--- obc plan record 3: what this job means, as `obc plan` reads it back ---"
+READABLE_MARKERS = (RECORD_MARKER, RECORD_MARKER.replace("record 3", "record 2"))
 # The key that names a runtime variant in its mapping (read only where the model has one),
 # and the one key of a text kept as its hash.
 VARIANT_KEY = "type"
@@ -198,33 +196,19 @@ SWEEP = part_of(Sweep)
 
 
 def record_lines(job: Job | Sweep) -> list[str]:
-    """Return the record of `job` as the comment lines that end its script: the marker, then
-    the meaning as JSON, one field or item a line, so that a change is a one-line diff."""
-    return [RECORD_MARKER, *_json_lines(meaning(job), "")]
-
-
-def _json_lines(value: Any, indent: str) -> list[str]:
-    if isinstance(value, dict) and value:
-        if indent.startswith(ITEM_INDENT) and not any(isinstance(v, dict) for v in value.values()):
-            one_line = indent + json.dumps(value)
-            if len(one_line) <= LINE_WIDTH:
-                return [one_line]
-        lines = [indent + "{"]
-        for i, (key, item) in enumerate(value.items()):
-            inner = _json_lines(item, indent + "  ")
-            inner[0] = f"{indent}  {json.dumps(key)}: {inner[0].lstrip()}"
-            inner[-1] += "," if i < len(value) - 1 else ""
-            lines += inner
-        return [*lines, indent + "}"]
-    return [indent + json.dumps(value)]
+    """Return the record of `job` as the two comment lines that end its script: the marker,
+    then the meaning as one line of JSON. A reviewer reads the job above it and `obc plan`
+    reads this; one line costs the script's reader one line, and a changed job changes it
+    whole, which the plan, not the diff, explains."""
+    return [RECORD_MARKER, json.dumps(meaning(job), separators=(",", ":"))]
 
 
 def read_record(text: str) -> dict[str, Any] | None:
     """Return the meaning recorded in a script's text, or None if it holds no record that
     reads (a script from an obc before records, or one edited by hand)."""
     lines = text.split("\n")
-    marker = f"# {RECORD_MARKER}"
-    if marker not in lines:
+    marker = next((f"# {m}" for m in READABLE_MARKERS if f"# {m}" in lines), None)
+    if marker is None:
         return None
     body = "\n".join(line.removeprefix("#") for line in lines[lines.index(marker) + 1:])
     try:

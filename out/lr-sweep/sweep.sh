@@ -111,12 +111,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=35ff3a19d1d71c97d739caaf668a529443df1f3440ecc65dc0b7abc9cbc047d3 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=55f2e56ed3d6c4473f16f2a110c2b262fca684222678af2092ddf049d036b7ad ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=070cf1ab458644a5c1109cc450ee5841f60b643339b4b1dbc9e403e62d0d0b20 ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=c3ba4fa82a4c41890b846f35b813885455ac5d255d1280b5fda2c00aadaea081 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=f69a36a312efa73a4926bb9224c843e5fac7971eb98e537715fa254b4e34644f ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=73382617f0531a583686d9648804818cbccc81bdab145100ca8eed94ac624dfa ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=7a872d00bb0bf863e67116144900292160ff5ad72803eb125938b61b7f8e98da ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=642ac833fc04ff405298ade4bd07bb18bfcb334b0a746db78f7f28c1924c06a3 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=dc5e533944aef55781baa8c8235421fa7e383a050a6b4ec9a25ea10416b99f24 ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=3e68405183a4f15d1d9d6f9da7065bfd11346f8bc3800b21f6ba8dec90b64871 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=3eba5996f4705e55ddb0da5f0adf3788e804c9c69d969dedde14b66d05605d39 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=4ed68215e2cc9793b4791de93491a9aa0586b3ac1303a288d36d6f86c800f5c5 ;;
     *) return 1 ;;
   esac
 }
@@ -405,48 +405,5 @@ case $OBC_MODE in
 esac
 exit 0
 
-# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
-# {
-#   "id": "lr-sweep",
-#   "source_file": "examples/sweep-lr.yaml",
-#   "obc_version": "0.2.0",
-#   "axes": ["lr", "seed"],
-#   "runs": {
-#     "lr-sweep-1e-4-1": {
-#       "index": 0,
-#       "labels": ["1e-4", "1"],
-#       "checksum": "35ff3a19d1d71c97d739caaf668a529443df1f3440ecc65dc0b7abc9cbc047d3"
-#     },
-#     "lr-sweep-1e-4-2": {
-#       "index": 1,
-#       "labels": ["1e-4", "2"],
-#       "checksum": "55f2e56ed3d6c4473f16f2a110c2b262fca684222678af2092ddf049d036b7ad"
-#     },
-#     "lr-sweep-2e-4-1": {
-#       "index": 2,
-#       "labels": ["2e-4", "1"],
-#       "checksum": "070cf1ab458644a5c1109cc450ee5841f60b643339b4b1dbc9e403e62d0d0b20"
-#     },
-#     "lr-sweep-2e-4-2": {
-#       "index": 3,
-#       "labels": ["2e-4", "2"],
-#       "checksum": "c3ba4fa82a4c41890b846f35b813885455ac5d255d1280b5fda2c00aadaea081"
-#     },
-#     "lr-sweep-4e-4-1": {
-#       "index": 4,
-#       "labels": ["4e-4", "1"],
-#       "checksum": "f69a36a312efa73a4926bb9224c843e5fac7971eb98e537715fa254b4e34644f"
-#     },
-#     "lr-sweep-long": {
-#       "index": 5,
-#       "labels": ["", ""],
-#       "checksum": "73382617f0531a583686d9648804818cbccc81bdab145100ca8eed94ac624dfa"
-#     }
-#   },
-#   "combinations": 6,
-#   "excluded": 1,
-#   "max_parallel": 2,
-#   "submission": "array",
-#   "directives": ["--job-name=lr-sweep", "--output=%x-%A_%a.out", "--partition=gpu", "--time=04:00:00", "--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=1", "--cpus-per-task=8", "--mem=64G", "--signal=B:TERM@120", "--requeue", "--open-mode=append", "--array=0-5%2"],
-#   "unsubmittable": []
-# }
+# --- obc plan record 3: what this job means, as `obc plan` reads it back ---
+# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.2.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"7a872d00bb0bf863e67116144900292160ff5ad72803eb125938b61b7f8e98da"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"642ac833fc04ff405298ade4bd07bb18bfcb334b0a746db78f7f28c1924c06a3"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"dc5e533944aef55781baa8c8235421fa7e383a050a6b4ec9a25ea10416b99f24"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"3e68405183a4f15d1d9d6f9da7065bfd11346f8bc3800b21f6ba8dec90b64871"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"3eba5996f4705e55ddb0da5f0adf3788e804c9c69d969dedde14b66d05605d39"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"4ed68215e2cc9793b4791de93491a9aa0586b3ac1303a288d36d6f86c800f5c5"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}

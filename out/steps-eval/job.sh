@@ -766,46 +766,5 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
-# {
-#   "id": "steps-eval",
-#   "source_file": "examples/steps-eval.yaml",
-#   "obc_version": "0.2.0",
-#   "description": "Explicit steps, for any trainer; here an evaluation script and a report.",
-#   "runtime": {
-#     "type": "container",
-#     "engine": "docker",
-#     "image": "ghcr.io/example/eval:1.4.2",
-#     "shm_size": null,
-#     "mounts": [],
-#     "extra_args": ["--network=none"],
-#     "user": "invoker",
-#     "host_network": false
-#   },
-#   "gpus": "none",
-#   "run_dir": "~/overbrainer/runs/steps-eval",
-#   "cache_dir": "~/overbrainer/.hf-cache",
-#   "shared": false,
-#   "steps": {
-#     "eval": {
-#       "argv": ["python", "-m", "eval.run", "--tasks", "hellaswag,arc_easy", "--out", "results.json"],
-#       "nodes": "first"
-#     },
-#     "report": {
-#       "argv": ["python", "-m", "eval.report", "results.json", "--title", "Eval of $MODEL (draft)"],
-#       "nodes": "first"
-#     }
-#   },
-#   "files": [],
-#   "env": {
-#     "HF_DATASETS_OFFLINE": "1"
-#   },
-#   "secrets": [],
-#   "stop_timeout": 60,
-#   "slurm": null,
-#   "checkpoints": null,
-#   "on_signal": null,
-#   "retry": null,
-#   "inputs": "sha256:6e84eb0deba180c7f562c3870477efb613b0f9ec9a934cc342d13d93b24e74e3",
-#   "sweep": null
-# }
+# --- obc plan record 3: what this job means, as `obc plan` reads it back ---
+# {"id":"steps-eval","source_file":"examples/steps-eval.yaml","obc_version":"0.2.0","description":"Explicit steps, for any trainer; here an evaluation script and a report.","runtime":{"type":"container","engine":"docker","image":"ghcr.io/example/eval:1.4.2","shm_size":null,"mounts":[],"extra_args":["--network=none"],"user":"invoker","host_network":false},"gpus":"none","run_dir":"~/overbrainer/runs/steps-eval","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"eval":{"argv":["python","-m","eval.run","--tasks","hellaswag,arc_easy","--out","results.json"],"nodes":"first"},"report":{"argv":["python","-m","eval.report","results.json","--title","Eval of $MODEL (draft)"],"nodes":"first"}},"files":[],"env":{"HF_DATASETS_OFFLINE":"1"},"secrets":[],"stop_timeout":60,"slurm":null,"checkpoints":null,"on_signal":null,"retry":null,"inputs":"sha256:6e84eb0deba180c7f562c3870477efb613b0f9ec9a934cc342d13d93b24e74e3","sweep":null}

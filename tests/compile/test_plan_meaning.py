@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import shlex
 from pathlib import Path
 
@@ -45,14 +46,24 @@ def test_the_record_in_a_script_reads_back_as_the_jobs_meaning(example, monkeypa
     assert scripts  # one, or a sweep's runs
     for script in scripts:
         assert read_record(script.text) == meaning(script.job)
-        assert script.text.endswith("\n# }\n")
+        # The record is the script's last two lines: the marker, then one line of JSON.
+        *_, marker, record, end = script.text.split("\n")
+        assert marker.startswith("# --- obc plan record 3") and record.startswith("# {")
+        assert end == ""
 
 
 def test_a_script_without_a_readable_record_has_no_meaning(tmp_path):
     text = compile_files([_write(tmp_path, NATIVE)]).scripts[0].text
     assert read_record(text.replace("# --- obc plan record", "# --- a record")) is None
-    assert read_record(text.replace('#   "id": "j",', '#   "id": "j"')) is None  # no comma
-    assert read_record(text.replace("# {\n", "# [\n", 1).replace("\n# }\n", "\n# ]\n")) is None
+    assert read_record(text.replace('"id":"j",', '"id":"j"')) is None  # no comma
+    assert read_record(text.replace('\n# {"id"', '\n# ["id"', 1)) is None
+
+
+def test_a_record_2_over_a_line_per_field_still_reads(tmp_path):
+    job = job_of(tmp_path, NATIVE)
+    lines = json.dumps(meaning(job), indent=2).split("\n")
+    old = "# --- obc plan record 2: what this job means, as `obc plan` reads it back ---\n"
+    assert read_record(old + "".join(f"# {line}\n" for line in lines)) == meaning(job)
 
 
 def _write(folder: Path, text: str) -> Path:
@@ -236,7 +247,7 @@ def test_header_names_the_inputs_by_a_hash_anyone_can_recompute(tmp_path):
 
 @pytest.mark.parametrize("body", ["[" * 100_000, '{"a": ' * 20 + "1" + "}" * 20])
 def test_a_record_nested_beyond_any_meaning_is_not_read(body):
-    assert read_record(f"# --- obc plan record 2: what this job means, as `obc plan` reads "
+    assert read_record(f"# --- obc plan record 3: what this job means, as `obc plan` reads "
                        f"it back ---\n# {body}\n") is None
 
 

@@ -208,7 +208,7 @@ def test_a_record_edited_to_match_the_run_file_does_not_hide_what_the_text_does(
     root = project(tmp_path, NATIVE)
     script = root / "out/j/job.sh"
     script.write_text(script.read_text(encoding="utf-8").replace(
-        '"argv": ["echo", "one"]', '"argv": ["echo", "two"]'), encoding="utf-8")
+        '"argv":["echo","one"]', '"argv":["echo","two"]'), encoding="utf-8")
     (root / "run.yaml").write_text(NATIVE.replace("echo, one", "echo, two"), encoding="utf-8")
     line = change_line(plan(root), "out/j/job.sh")
     assert line.startswith("~ out/j/job.sh: inputs changed; the script on disk is not what obc "

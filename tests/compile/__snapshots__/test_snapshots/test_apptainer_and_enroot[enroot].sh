@@ -805,57 +805,5 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
-# {
-#   "id": "hpc",
-#   "source_file": "run.yaml",
-#   "obc_version": "0.2.0",
-#   "description": null,
-#   "runtime": {
-#     "type": "enroot",
-#     "image": "/shared/axolotl.sqsh",
-#     "image_sha256": "9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b",
-#     "mounts": [],
-#     "enroot_version": 3
-#   },
-#   "gpus": "all",
-#   "run_dir": "~/overbrainer/runs/hpc",
-#   "cache_dir": "~/overbrainer/.hf-cache",
-#   "shared": false,
-#   "steps": {
-#     "eval": {"argv": ["python", "-m", "eval", "--out", "results dir"], "nodes": "first"}
-#   },
-#   "files": [],
-#   "env": {
-#     "WANDB_PROJECT": "a,b"
-#   },
-#   "secrets": {
-#     "HF_TOKEN": {"required": true}
-#   },
-#   "stop_timeout": 60,
-#   "slurm": {
-#     "job_name": "hpc",
-#     "output": "%x-%j.out",
-#     "signal": "B:TERM@120",
-#     "requeue": false,
-#     "nodes": 1,
-#     "gpus_per_node": 2,
-#     "cpus_per_task": null,
-#     "partition": null,
-#     "account": null,
-#     "qos": null,
-#     "time": null,
-#     "mem": null,
-#     "constraint": null,
-#     "rendezvous_port": 29500,
-#     "extra": [],
-#     "max_restarts": null,
-#     "requeues_itself": false,
-#     "torchrun_step": null
-#   },
-#   "checkpoints": null,
-#   "on_signal": null,
-#   "retry": null,
-#   "inputs": "sha256:33504f29be8c39378cd656133c12c1fe0dba591577b881c84478d03a04ce3285",
-#   "sweep": null
-# }
+# --- obc plan record 3: what this job means, as `obc plan` reads it back ---
+# {"id":"hpc","source_file":"run.yaml","obc_version":"0.2.0","description":null,"runtime":{"type":"enroot","image":"/shared/axolotl.sqsh","image_sha256":"9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","mounts":[],"enroot_version":3},"gpus":"all","run_dir":"~/overbrainer/runs/hpc","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"eval":{"argv":["python","-m","eval","--out","results dir"],"nodes":"first"}},"files":[],"env":{"WANDB_PROJECT":"a,b"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"hpc","output":"%x-%j.out","signal":"B:TERM@120","requeue":false,"nodes":1,"gpus_per_node":2,"cpus_per_task":null,"partition":null,"account":null,"qos":null,"time":null,"mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null},"checkpoints":null,"on_signal":null,"retry":null,"inputs":"sha256:33504f29be8c39378cd656133c12c1fe0dba591577b881c84478d03a04ce3285","sweep":null}

@@ -1070,56 +1070,5 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
-# {
-#   "id": "docker-gpus",
-#   "source_file": "run.yaml",
-#   "obc_version": "0.2.0",
-#   "description": null,
-#   "runtime": {
-#     "type": "container",
-#     "engine": "docker",
-#     "image": "axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b",
-#     "shm_size": null,
-#     "mounts": [],
-#     "extra_args": [],
-#     "user": "invoker",
-#     "host_network": false
-#   },
-#   "gpus": "all",
-#   "run_dir": "~/overbrainer/runs/docker-gpus",
-#   "cache_dir": "~/overbrainer/.hf-cache",
-#   "shared": false,
-#   "steps": {
-#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"}
-#   },
-#   "files": {
-#     "axolotl.yaml": {
-#       "content": {"sha256": "e0b701c5f75edec7b549abf4522c4c382ce180ba1d903ce50e4a8712412cc320"},
-#       "origin": "trainer.axolotl.config",
-#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
-#     }
-#   },
-#   "env": {
-#     "AXOLOTL_DO_NOT_TRACK": "1",
-#     "WANDB_RESUME": "allow"
-#   },
-#   "secrets": [],
-#   "stop_timeout": 60,
-#   "slurm": null,
-#   "checkpoints": {
-#     "step": "train",
-#     "output_dir": "model-out",
-#     "host_base": null,
-#     "host_rest": "model-out",
-#     "resume": "same-inputs",
-#     "prepared_dir": "last_run_prepared"
-#   },
-#   "on_signal": {
-#     "grace": 45,
-#     "trigger": "axolotl_checkpoint.save"
-#   },
-#   "retry": null,
-#   "inputs": "sha256:b89e94b065da0ad3a9b358714e411515145ca49b7673a128e6a1b9dd80e086b3",
-#   "sweep": null
-# }
+# --- obc plan record 3: what this job means, as `obc plan` reads it back ---
+# {"id":"docker-gpus","source_file":"run.yaml","obc_version":"0.2.0","description":null,"runtime":{"type":"container","engine":"docker","image":"axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","shm_size":null,"mounts":[],"extra_args":[],"user":"invoker","host_network":false},"gpus":"all","run_dir":"~/overbrainer/runs/docker-gpus","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"}},"files":{"axolotl.yaml":{"content":{"sha256":"e0b701c5f75edec7b549abf4522c4c382ce180ba1d903ce50e4a8712412cc320"},"origin":"trainer.axolotl.config","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow"},"secrets":[],"stop_timeout":60,"slurm":null,"checkpoints":{"step":"train","output_dir":"model-out","host_base":null,"host_rest":"model-out","resume":"same-inputs","prepared_dir":"last_run_prepared"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":null,"inputs":"sha256:b89e94b065da0ad3a9b358714e411515145ca49b7673a128e6a1b9dd80e086b3","sweep":null}

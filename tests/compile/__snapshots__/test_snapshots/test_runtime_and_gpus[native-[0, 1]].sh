@@ -1060,51 +1060,5 @@ obc_status succeeded 0
 printf 'obc: %s done\n' "$OBC_JOB" >&2
 obc_exit 0
 
-# --- obc plan record 2: what this job means, as `obc plan` reads it back ---
-# {
-#   "id": "native-gpus",
-#   "source_file": "run.yaml",
-#   "obc_version": "0.2.0",
-#   "description": null,
-#   "runtime": {
-#     "type": "native",
-#     "venv": null,
-#     "env_file": null
-#   },
-#   "gpus": ["0", "1"],
-#   "run_dir": "~/overbrainer/runs/native-gpus",
-#   "cache_dir": null,
-#   "shared": false,
-#   "steps": {
-#     "train": {"argv": ["axolotl", "train", "axolotl.yaml"], "nodes": "all"}
-#   },
-#   "files": {
-#     "axolotl.yaml": {
-#       "content": {"sha256": "e0b701c5f75edec7b549abf4522c4c382ce180ba1d903ce50e4a8712412cc320"},
-#       "origin": "trainer.axolotl.config",
-#       "obc_adds": {"dynamic_checkpoint.enabled": "true", "dynamic_checkpoint.check_interval": "1"}
-#     }
-#   },
-#   "env": {
-#     "AXOLOTL_DO_NOT_TRACK": "1",
-#     "WANDB_RESUME": "allow"
-#   },
-#   "secrets": [],
-#   "stop_timeout": 60,
-#   "slurm": null,
-#   "checkpoints": {
-#     "step": "train",
-#     "output_dir": "model-out",
-#     "host_base": null,
-#     "host_rest": "model-out",
-#     "resume": "same-inputs",
-#     "prepared_dir": "last_run_prepared"
-#   },
-#   "on_signal": {
-#     "grace": 45,
-#     "trigger": "axolotl_checkpoint.save"
-#   },
-#   "retry": null,
-#   "inputs": "sha256:e05f891bfa87185344d918f54c95fbff1af4c36c49b52c33e0c2773791ffbe2e",
-#   "sweep": null
-# }
+# --- obc plan record 3: what this job means, as `obc plan` reads it back ---
+# {"id":"native-gpus","source_file":"run.yaml","obc_version":"0.2.0","description":null,"runtime":{"type":"native","venv":null,"env_file":null},"gpus":["0","1"],"run_dir":"~/overbrainer/runs/native-gpus","cache_dir":null,"shared":false,"steps":{"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"}},"files":{"axolotl.yaml":{"content":{"sha256":"e0b701c5f75edec7b549abf4522c4c382ce180ba1d903ce50e4a8712412cc320"},"origin":"trainer.axolotl.config","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow"},"secrets":[],"stop_timeout":60,"slurm":null,"checkpoints":{"step":"train","output_dir":"model-out","host_base":null,"host_rest":"model-out","resume":"same-inputs","prepared_dir":"last_run_prepared"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":null,"inputs":"sha256:e05f891bfa87185344d918f54c95fbff1af4c36c49b52c33e0c2773791ffbe2e","sweep":null}
