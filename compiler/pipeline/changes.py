@@ -69,8 +69,10 @@ class Change:
 
     def without_bytes(self) -> Change:
         """Return this change without the files' bytes, with what a report says of them."""
-        return replace(self, old=None, new=None, line=self.first_changed_line(),
-                       mode_only=self.only_mode_differs())
+        same = self.only_mode_differs()
+        # Equal bytes have no line that differs: not split into lines to find none.
+        return replace(self, old=None, new=None, line=1 if same else self.first_changed_line(),
+                       mode_only=same)
 
     def only_mode_differs(self) -> bool:
         """Return whether the file's bytes are what obc writes (a change is then its mode)."""
