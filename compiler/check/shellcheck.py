@@ -81,11 +81,16 @@ def _identify(path: str) -> Shellcheck:
 Checked = tuple[str, str, str | None]
 
 
-def check_scripts(scripts: list[Checked], store: Store) -> list[Diagnostic]:
+def check_scripts(scripts: list[Checked], store: Store, *, parallel: bool = True,
+                  seen: Seen | None = None) -> list[Diagnostic]:
     """Return shellcheck's findings on `scripts`: each shape is checked once, and the scripts
-    of no shape, or of a shape with findings, as they are written."""
-    first = check_texts([shape or text for _, text, shape in scripts], store)
-    second = check_texts([text for _, text, shape in scripts if shape and first[shape]], store)
+    of no shape, or of a shape with findings, as they are written; with one shellcheck per
+    core if `parallel` (not in a worker process, which has a core of its own), remembering
+    the findings in `seen`."""
+    first = check_texts([shape or text for _, text, shape in scripts], store, parallel=parallel,
+                        seen=seen)
+    second = check_texts([text for _, text, shape in scripts if shape and first[shape]], store,
+                         parallel=parallel, seen=seen)
     return sorted(
         Diagnostic(where, f.line, f.column, "", f"shellcheck SC{f.code} ({f.level}): {f.message}",
                    "this is a bug in obc's templates; please report it with the run file")
@@ -93,21 +98,31 @@ def check_scripts(scripts: list[Checked], store: Store) -> list[Diagnostic]:
         for f in (second[text] if shape and first[shape] else first[shape or text]))
 
 
-def check_texts(texts: Iterable[str], store: Store) -> dict[str, tuple[Finding, ...]]:
-    """Return shellcheck's findings for each distinct text: from `store`, or from one run over
-    those it does not hold (which it then holds)."""
+# Findings looked up already, by key (see check_texts).
+Seen = dict[str, tuple[Finding, ...]]
+
+
+def check_texts(texts: Iterable[str], store: Store, *, parallel: bool = True,
+                seen: Seen | None = None) -> dict[str, tuple[Finding, ...]]:
+    """Return shellcheck's findings for each distinct text: in `seen` (the few shapes of a
+    compile come back in each chunk of its run files, and without a cache must not be checked
+    again each time), from `store`, or from one run over those neither holds (which both
+    then hold)."""
     shellcheck = find_shellcheck()
+    seen = {} if seen is None else seen
     found: dict[str, tuple[Finding, ...]] = {}
-    unknown: list[str] = []
+    unknown: dict[str, str] = {}
     for text in dict.fromkeys(texts):
-        findings = _findings(store.get(_key(shellcheck, text)))
+        key = _key(shellcheck, text)
+        findings = seen[key] if key in seen else _findings(store.get(key))
         if findings is None:
-            unknown.append(text)
+            unknown[key] = text
         else:
-            found[text] = findings
-    for text, findings in zip(unknown, _run(shellcheck, unknown), strict=True):
-        found[text] = findings
-        store.put(_key(shellcheck, text), [list(_fields(f)) for f in findings])
+            found[text] = seen[key] = findings
+    checked = _run(shellcheck, list(unknown.values()), parallel)
+    for (key, text), findings in zip(unknown.items(), checked, strict=True):
+        found[text] = seen[key] = findings
+        store.put(key, [list(_fields(f)) for f in findings])
     return found
 
 
@@ -127,8 +142,10 @@ def _fields(finding: Finding) -> tuple:
     return finding.line, finding.column, finding.code, finding.level, finding.message
 
 
-def _run(shellcheck: Shellcheck, texts: list[str]) -> list[tuple[Finding, ...]]:
-    """Check `texts`, written to temporary files, with one shellcheck per core."""
+def _run(shellcheck: Shellcheck, texts: list[str], parallel: bool = True) -> \
+        list[tuple[Finding, ...]]:
+    """Check `texts`, written to temporary files, with one shellcheck per core if
+    `parallel`."""
     if not texts:
         return []
     try:
@@ -137,7 +154,7 @@ def _run(shellcheck: Shellcheck, texts: list[str]) -> list[tuple[Finding, ...]]:
         raise _temporary_folder_error(Path(tempfile.gettempdir()), error) from error
     with folder as tmp:
         paths = _write_scripts(Path(tmp), texts)
-        comments = _run_in_parallel(shellcheck.path, paths)
+        comments = _run_in_parallel(shellcheck.path, paths, parallel)
     by_path: dict[str, list[Finding]] = {path: [] for path in paths}
     for c in comments:
         by_path[c["file"]].append(Finding(c["line"], c["column"], c["code"], c["level"],
@@ -164,13 +181,12 @@ def _temporary_folder_error(where: Path, error: OSError) -> ObcError:
                     "elsewhere")
 
 
-def _run_in_parallel(shellcheck: str, paths: list[str]) -> list[dict]:
+def _run_in_parallel(shellcheck: str, paths: list[str], parallel: bool) -> list[dict]:
     """Run one shellcheck per core over a share of `paths` when there are many: analysis, not
     start-up, is what costs (about 0.23 s for each script), so a batch scales with the cores.
-    A few (the handful of shapes of a compile) go to one shellcheck: each holds about 50 MB,
-    and a second one beside obc's own process, which holds every script by then, would take
-    a compile of 1,000 run files past 150 MB to save well under a second."""
-    count = cores() if len(paths) >= PARALLEL_FROM else 1
+    A few (the handful of shapes of a chunk) go to one shellcheck: each holds about 50 MB,
+    which a second one would add to save well under a second."""
+    count = cores() if parallel and len(paths) >= PARALLEL_FROM else 1
     shares = [paths[i::count] for i in range(count)]
     environment = {name: value for name, value in os.environ.items() if name != _CALLER_OPTIONS}
     processes = [subprocess.Popen([shellcheck, *SHELLCHECK_ARGS, *share], text=True,

@@ -17,15 +17,15 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .. import __version__
 from ..core.diagnostics import Diagnostic, ObcError
 from ..core.resources import schema_path
 from ..core.text import quoted, visible
-from ..pipeline.changes import Change, Elsewhere, changes_to
+from ..pipeline.changes import Change, Elsewhere, account_for
 from ..pipeline.pipeline import Options, Result, compile_files
-from ..pipeline.write import apply, write_atomic
+from ..pipeline.write import Settle, apply, discard, write_atomic
 from ..read.lockfile import default_lock_path, format_lock
 from ..read.sources import allowed_folders
 from ..status.run_status import format_state, read_state
@@ -197,10 +197,12 @@ def _lock_file(args: argparse.Namespace) -> Path:
 
 
 def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]], *,
-                      shellcheck: bool, **options: bool) -> list[T] | None:
-    """Compile the inputs (with these pipeline.Options besides the shared ones) and compare
-    the scripts with OUT through `compare` (changes_to, or plan.diff.plan_scripts); None,
-    with the problems reported, if the inputs have any."""
+                      shellcheck: bool, settle: Settle | None = None,
+                      **options: bool) -> list[T] | None:
+    """Compile the inputs (with these pipeline.Options besides the shared ones, and each
+    chunk's files settled by `settle`) and compare the result with OUT through `compare`
+    (account_for the settled files, or plan.diff.plan_scripts); None, with the problems
+    reported, if the inputs have any. What was staged is removed if it cannot be written."""
     if args.lock is not None and not args.lock.is_file():
         raise ObcError(f"{args.lock}: no such lock file")
     # shellcheck runs, and scripts compiled before are reused, only when compile_files is
@@ -209,9 +211,10 @@ def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]],
     settings = Options(allowed=allowed_folders(args.allow_dir), policy=_policy_file(args),
                        lock=_lock_file(args),
                        require_digests=args.require_digests, **options)
-    result = compile_files(args.paths, out, settings)
+    result = compile_files(args.paths, out, settings, settle)
     _warn(result)
     if result.diagnostics:
+        discard(result.settled)
         _report(args.format, result.diagnostics)
         return None
 
@@ -219,9 +222,13 @@ def _compare_with_out(args: argparse.Namespace, compare: Callable[..., list[T]],
         return _compile_named(named, out, settings)
 
     try:
-        return compare(args.out, result.outputs, prune=args.prune, compile_named=compile_named)
+        return compare(args.out, result, prune=args.prune, compile_named=compile_named)
     except OSError as error:  # OUT or a folder in it cannot be read
+        discard(result.settled)
         raise ObcError(f"{error.filename}: cannot read: {error.strerror or error}") from error
+    except BaseException:
+        discard(result.settled)
+        raise
 
 
 def _compile_named(named: dict[str, Path], out: Path | None, options: Options) -> Elsewhere:
@@ -250,8 +257,12 @@ def _warn(result: Result) -> None:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    changes = _compare_with_out(args, changes_to, shellcheck=True, full_check=args.full_check,
-                                cache=not args.no_cache)
+    def settled(out: Path, result: Result, **how: Any) -> list[Change]:
+        return account_for(out, result.settled, result.placed, **how)
+
+    changes = _compare_with_out(args, settled, shellcheck=True,
+                                settle=Settle(args.out, write=not args.check, diff=args.diff),
+                                full_check=args.full_check, cache=not args.no_cache)
     if changes is None:
         return EXIT_INVALID
     if args.check:
@@ -265,10 +276,13 @@ def _plan(args: argparse.Namespace) -> int:
     """Print what compile would do to OUT; 0, or with --detailed-exitcode 2 if it would
     change anything. The scripts are not run through shellcheck: compile does that."""
     # Imported here: compile, the command run most, needs neither (a tenth of its imports).
-    from ..plan.diff import SYMBOLS, plan_scripts  # noqa: PLC0415
+    from ..plan.diff import SYMBOLS, ScriptPlan, plan_scripts  # noqa: PLC0415
     from ..plan.report import PLAN_REPORTERS  # noqa: PLC0415
 
-    plans = _compare_with_out(args, plan_scripts, shellcheck=False)
+    def planned(out: Path, result: Result, **how: Any) -> list[ScriptPlan]:
+        return plan_scripts(out, result.outputs, **how)
+
+    plans = _compare_with_out(args, planned, shellcheck=False)
     if plans is None:
         return EXIT_INVALID
     PLAN_REPORTERS[args.format](plans, sys.stdout)
@@ -310,7 +324,7 @@ def _drift_message(change: Change, out: Path) -> str:
         return f"stale: {change.reason}; compile would remove it"
     if change.status == "foreign":
         return f"not obc's: {change.reason}; compile leaves it (move it out of {out})"
-    if change.old == change.new:
+    if change.only_mode_differs():
         return f"has mode {change.old_mode:04o}; compile would make it {change.mode:04o}"
     return "differs from what compile would write"
 

@@ -38,7 +38,7 @@ OUT_FILES = (SCRIPT_NAME, SWEEP_SCRIPT, RUNS_TABLE)
 CLAIM = GENERATED_PREFIX.split(" from ")[0].encode()
 
 Status = Literal["written", "unchanged", "removed", "changed", "missing", "stale", "kept",
-                 "foreign"]
+                 "foreign", "conflict", "unreadable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +50,33 @@ class Change:
     old: bytes | None = None
     new: bytes | None = None
     old_mode: int = SCRIPT_MODE
-    # For a file no input produced: why it is stale, kept, or not obc's (foreign).
+    # For a file no input produced: why it is stale, kept, or not obc's (foreign); for one
+    # where something that is not obc's stands (a conflict): what stands there.
     reason: str = ""
     # The mode obc writes the file with.
     mode: int = SCRIPT_MODE
+    # Once the bytes are let go (without_bytes): the first line that differs, and whether
+    # only the mode does.
+    line: int | None = None
+    mode_only: bool | None = None
+    # Where the new bytes wait to be renamed over the file (write.stage), and the folders
+    # made for them, deepest first.
+    staged: str | None = None
+    made: tuple[Path, ...] = ()
+    # Why OUT could not be read where the file goes (unreadable), or the new bytes could not
+    # be staged.
+    error: OSError | None = None
+
+    def without_bytes(self) -> Change:
+        """Return this change without the files' bytes, with what a report says of them."""
+        same = self.only_mode_differs()
+        # Equal bytes have no line that differs: not split into lines to find none.
+        return replace(self, old=None, new=None, line=1 if same else self.first_changed_line(),
+                       mode_only=same)
+
+    def only_mode_differs(self) -> bool:
+        """Return whether the file's bytes are what obc writes (a change is then its mode)."""
+        return self.old == self.new if self.mode_only is None else self.mode_only
 
     def diff(self) -> str:
         """Return a unified diff from the file on disk to what obc would write."""
@@ -64,6 +87,8 @@ class Change:
 
     def first_changed_line(self) -> int:
         """Return the 1-based number of the first line that differs (1 if none does)."""
+        if self.line is not None:
+            return self.line
         pairs = itertools.zip_longest(_lines(self.old), _lines(self.new))
         return next((n for n, (before, after) in enumerate(pairs, 1) if before != after), 1)
 
@@ -96,19 +121,24 @@ def is_obc_file(path: Path) -> bool:
         return False
 
 
-class Output(Protocol):
-    """A file to write under OUT (pipeline.Script, sweep.SweepFile, incremental.Reused)."""
+class Placed(Protocol):
+    """Where a file goes under OUT and which run file made it (pipeline.Placed)."""
 
     @property
     def relative_path(self) -> str: ...
     @property
-    def text(self) -> str: ...
-    @property
-    def mode(self) -> int: ...
-    @property
     def source_file(self) -> str: ...
     @property
     def folder(self) -> str: ...
+
+
+class Output(Placed, Protocol):
+    """A file to write under OUT (pipeline.Script, sweep.SweepFile, incremental.Reused)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def mode(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +162,28 @@ def _compile_nothing(named: dict[str, Path]) -> Elsewhere:
 def changes_to(out: Path, scripts: Iterable[Output], *, prune: bool = False,
                compile_named: CompileNamed = _compile_nothing) -> list[Change]:
     """Compare OUT with `scripts`: changed, missing, unchanged, stale, kept and foreign files,
+    in path order (see account_for)."""
+    scripts = list(scripts)
+    return account_for(out, [compare(out, script) for script in scripts], scripts, prune=prune,
+                       compile_named=compile_named)
+
+
+def compare(out: Path, output: Output) -> Change:
+    """Compare one file to write under OUT with what is there: a conflict if what stands
+    there is not obc's."""
+    path = out / output.relative_path
+    conflict = _conflict(out, path)
+    if conflict:
+        return Change(path, "conflict", reason=conflict, mode=output.mode)
+    return _compare(path, output.text.encode(), output.mode)
+
+
+def account_for(out: Path, compared: Iterable[Change], placed: Iterable[Placed], *,
+                prune: bool = False, compile_named: CompileNamed = _compile_nothing) -> \
+        list[Change]:
+    """Return the changes `compared` (each file the inputs produce against OUT, from compare,
+    in the order of `placed`, where they go and which run file made them) with every other
+    file under OUT accounted for: changed, missing, unchanged, stale, kept and foreign files,
     in path order. An obc file that no input produced is stale when its run file is gone,
     does not compile (`compile_named` compiles it) or compiles to other files; with `prune`,
     always. It is kept when its run file was not given and compiles to exactly its bytes and
@@ -139,23 +191,28 @@ def changes_to(out: Path, scripts: Iterable[Output], *, prune: bool = False,
     header elsewhere under OUT, is foreign.
 
     Raises ObcError, naming every such path, if anything that is not obc's (a link, a folder,
-    a file without the header) stands where a script must go: obc writes nothing then.
+    a file without the header) stands where a script must go: obc writes nothing then; and
+    the OSError of the first file whose place in OUT could not be read.
     """
-    scripts = list(scripts)
-    wanted = {out / script.relative_path: (script.text.encode(), script.mode)
-              for script in scripts}
-    conflicts = [problem for path in wanted if (problem := _conflict(out, path))]
+    by_path = {change.path: change for change in compared}
+    unreadable = next((c.error for c in by_path.values() if c.status == "unreadable"), None)
+    if unreadable is not None:
+        raise unreadable
+    conflicts = [change.reason for change in by_path.values() if change.status == "conflict"]
     if conflicts:
         raise ObcError("not obc's, but where obc must write (obc writes nothing):\n  "
                        + "\n  ".join(dict.fromkeys(conflicts)) + "\nobc replaces only files "
                        "that carry its generated-file header, and never follows or replaces a "
                        "link; move these away or delete them")
-    changes = [_compare(path, text, mode) for path, (text, mode) in wanted.items()]
+    changes = list(by_path.values())
     compiled: dict[str, list[str]] = {}
-    for script in scripts:
+    for script in placed:
         folders = compiled.setdefault(script.source_file, [])
         folders += [] if script.folder in folders else [script.folder]
-    found = [(path, reason) for path, reason in _unaccounted(out) if path not in wanted]
+    # The new bytes waiting beside their files are obc's own, not files found in OUT.
+    waiting = {change.staged for change in changes if change.staged}
+    found = [(path, reason) for path, reason in _unaccounted(out)
+             if path not in by_path and os.path.abspath(path) not in waiting]
     changes += [Change(path, "foreign", reason=reason) for path, reason in found if reason]
     unproduced = [Change(path, "stale", path.read_bytes()) for path, reason in found
                   if not reason]

@@ -3,21 +3,25 @@ render → shape → check.
 
 Writing is the caller's choice (cli/main.py), so that `validate`, `compile`, `compile --check` and
 `plan` share everything up to the scripts themselves. A run file whose files are unchanged
-since it last compiled is reused (incremental.py); a large batch is built in two processes.
+since it last compiled is reused (incremental.py); a large batch is built in two processes,
+a chunk of files at a time. `compile` settles each chunk's files where they were made (it
+compares them with OUT and stages them there), so that only small facts of each run come
+back and memory does not grow with the number of runs.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
-from ..check.shellcheck import Checked, check_scripts, find_shellcheck
+from ..check.shellcheck import Checked, Seen, check_scripts, find_shellcheck
 from ..core.cache import Location, Store, digest, private_location
 from ..core.diagnostics import Diagnostic, ObcError
-from ..core.workers import map_files
+from ..core.workers import map_chunks, pooled
 from ..model.job import Job
 from ..read.load import Mark, Source, display_name
 from ..read.lockfile import read_lock, unpinned_images
@@ -67,12 +71,36 @@ class Script:
         return self.job.id
 
 
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """Where a compiled file goes under OUT and which run file made it: all that is kept of a
+    file once it is settled (see compile_files)."""
+
+    relative_path: str
+    file: str
+    source_file: str
+    id_mark: Mark
+    # Where it stands among the outputs (see Result.outputs): 0 a job.sh built now, 1 a file
+    # of a sweep built now, 2 a file reused.
+    rank: int
+
+    @property
+    def folder(self) -> str:
+        return self.relative_path.split("/")[0]
+
+
+# What becomes of a chunk's files once they are checked: compared with OUT (and, for
+# `compile`, staged there), done where they were made (changes.Settle); each file's outcome.
+Settle = Callable[[list[Any]], list[Any]]
+
+
 @dataclass(slots=True)
 class Result:
     """The scripts of every valid input, the files of its sweeps, the files reused as they
     compiled last time (incremental.py), every problem found, sorted, what is worth a
     warning (it does not stop the compile), and why obc's cache was not used, if it was
-    refused."""
+    refused. Files that were settled are not kept: `settled` holds what settling made of
+    them, in the order of `placed`."""
 
     scripts: list[Script] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -80,6 +108,10 @@ class Result:
     sweeps: list[SweepFile] = field(default_factory=list)
     reused: list[incremental.Reused] = field(default_factory=list)
     cache_refused: str = ""
+    placed: list[Placed] = field(default_factory=list)
+    settled: list[Any] = field(default_factory=list)
+    # shellcheck's findings, which count only if the inputs have no other problem.
+    findings: list[Diagnostic] = field(default_factory=list)
 
     @property
     def outputs(self) -> list[Script | SweepFile | incremental.Reused]:
@@ -130,12 +162,14 @@ def _folder_entries(folder: Path) -> list[Path]:
 
 
 def compile_files(paths: Iterable[Path], out: Path | None = None,
-                  options: Options = Options()) -> Result:
+                  options: Options = Options(), settle: Settle | None = None) -> Result:
     """Compile every run file in `paths`; a file with problems yields diagnostics, no script.
 
     With `out`, the scripts are also checked with shellcheck, named as under `out`, and
     those of unchanged run files reused from it; without, every job is built (obc plan
-    needs them).
+    needs them). With `settle`, each chunk's files, once checked, are settled where they
+    were made and not kept: the result has where each goes (`placed`) and what `settle`
+    made of it (`settled`), in the order of `outputs`.
     """
     result = Result()
     digests: dict[str, str] = {}
@@ -146,44 +180,54 @@ def compile_files(paths: Iterable[Path], out: Path | None = None,
     root, result.cache_refused = cache.folder, cache.refused
     cache_templates(root)
     pinned_by = options.lock if options.require_digests else None
-    setup = _Setup(out is not None and not options.full_check, options.full_check,
-                 options.allowed, options.policy, digests, pinned_by,
-                 _reuse(out, root, options.allowed, digests, pinned_by))
-    compiled = map_files(functools.partial(_compile_one, setup), run_files(paths))
-    for one, _ in compiled:
-        result.scripts += one.scripts
-        result.sweeps += one.sweeps
-        result.reused += one.reused
-        result.diagnostics += one.diagnostics
-        result.warnings += one.warnings
+    files = run_files(paths)
+    setup = _Setup(out, out is not None and not options.full_check, options.full_check,
+                   not pooled(len(files)), options.allowed, options.policy, digests, pinned_by,
+                   _reuse(out, root, options.allowed, digests, pinned_by),
+                   Store(root, "findings"), settle)
+    for one in map_chunks(functools.partial(_compile_chunk, setup), files):
+        for name in ("scripts", "sweeps", "reused", "diagnostics", "warnings", "placed",
+                     "settled", "findings"):
+            getattr(result, name).extend(getattr(one, name))
+    # In the order of `outputs`: built scripts, built sweep files, reused files.
+    order = sorted(range(len(result.placed)), key=lambda i: result.placed[i].rank)
+    result.placed = [result.placed[i] for i in order]
+    if len(result.settled) == len(result.placed):  # else a chunk had problems: discarded
+        result.settled = [result.settled[i] for i in order]
     # Every job.sh, then the sweeps' files, each in the order of the run files, reused or not.
-    outputs = sorted((o for one, _ in compiled for o in one.outputs),
-                     key=lambda o: not o.relative_path.endswith(f"/{SCRIPT_NAME}"))
-    result.diagnostics += _duplicate_ids(outputs)
-    if out is not None and not result.diagnostics:
-        result.diagnostics += check_scripts(_to_check(out, result), Store(root, "findings"))
-        if not result.diagnostics and setup.reuse is not None:
-            for _, memo in compiled:
-                if memo is not None:
-                    setup.reuse.store.put(*memo)  # checked clean: worth keeping
+    result.diagnostics += _duplicate_ids(sorted(result.placed, key=lambda o: not _is_script(o)))
+    if not result.diagnostics:
+        result.diagnostics += result.findings
     # A sweep's runs can share a problem of their run file (an unpinned image): once.
     result.diagnostics = sorted(set(result.diagnostics))
     return result
 
 
+def _is_script(output: Placed) -> bool:
+    return output.relative_path.endswith(f"/{SCRIPT_NAME}")
+
+
 @dataclass(frozen=True, slots=True)
 class _Setup:
-    """What each file's compile takes besides its path: whether to shape its scripts, whether
-    to check them all as written, the folders it may read, the site policy named, the image
-    lock (and whether images must be pinned), reuse of earlier outputs."""
+    """What each file's compile takes besides its path: where its scripts go (None: they are
+    not checked), whether to shape them, whether to check them all as written, and with one
+    shellcheck per core (not in a worker), the folders it may read, the site policy named,
+    the image lock (and whether images must be pinned), reuse of earlier outputs, where
+    findings are kept, and what becomes of the checked files."""
 
+    out: Path | None
     shapes: bool
     full_check: bool
+    parallel_check: bool
     allowed: tuple[Path, ...]
     policy: Path | None
     digests: Mapping[str, str]
     pinned_by: Path | None
     reuse: incremental.Reuse | None
+    findings: Store
+    settle: Settle | None
+    # The findings of the texts checked so far (in this process: a worker has its own).
+    seen: Seen = field(default_factory=dict)
 
 
 def _reuse(out: Path | None, root: Path | None, *settings: object) -> incremental.Reuse | None:
@@ -199,6 +243,32 @@ def _reuse(out: Path | None, root: Path | None, *settings: object) -> incrementa
 
 # What to keep in the cache if the check passes: a key, and the record of the outputs.
 Memo = tuple[str, dict] | None
+
+
+def _compile_chunk(setup: _Setup, paths: list[Path]) -> list[Result]:
+    """Compile a chunk of run files; if their scripts go to OUT and the chunk has no other
+    problem, check them, keep the records of the run files (if all passed) and settle their
+    files."""
+    compiled = [_compile_one(setup, path) for path in paths]
+    results = [one for one, _ in compiled]
+    for one in results:
+        one.placed = [Placed(o.relative_path, o.file, o.source_file, o.id_mark, rank)
+                      for rank, group in enumerate((one.scripts, one.sweeps, one.reused))
+                      for o in group]
+    if setup.out is None or any(one.diagnostics for one in results):
+        return results
+    scripts = [checked for one in results for checked in _to_check(setup.out, one)]
+    results[0].findings = check_scripts(scripts, setup.findings, parallel=setup.parallel_check,
+                                        seen=setup.seen)
+    if setup.reuse is not None and not results[0].findings:
+        for _, memo in compiled:
+            if memo is not None:
+                setup.reuse.store.put(*memo)  # checked clean: worth keeping
+    if setup.settle is not None:
+        for one in results:
+            one.settled = setup.settle(one.outputs)
+            one.scripts, one.sweeps, one.reused = [], [], []
+    return results
 
 
 def _compile_one(setup: _Setup, path: Path) -> tuple[Result, Memo]:
@@ -284,9 +354,9 @@ def _script_size(source: Source, job: Job, text: str) -> list[Diagnostic]:
                        "is shown in the header and in --help as well)")]
 
 
-def _duplicate_ids(outputs: list[Script | SweepFile | incremental.Reused]) -> list[Diagnostic]:
+def _duplicate_ids(outputs: list[Placed]) -> list[Diagnostic]:
     """Two run files whose ids (a script's, a sweep's) name one folder under OUT."""
-    first: dict[str, Script | SweepFile | incremental.Reused] = {}
+    first: dict[str, Placed] = {}
     problems = []
     for output in outputs:
         if output.relative_path.endswith(f"/{RUNS_TABLE}"):

@@ -3,7 +3,9 @@ that writes under OUT (the import contract in pyproject.toml keeps every package
 and cli from importing it).
 
 Each write goes to a temporary file in the same folder and is renamed into place, so a file
-is always either old or new, never half-written.
+is always either old or new, never half-written. A compile stages each file as soon as it is
+checked (Settle, in the process that made it), so that no process holds every script; the
+renames wait until every input has passed, and a compile that fails removes what it staged.
 """
 
 from __future__ import annotations
@@ -11,10 +13,72 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core.diagnostics import ObcError
-from .changes import Change
+from .changes import Change, Output, compare
+
+# The changes whose new bytes are written.
+_TO_WRITE = ("changed", "missing")
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """What becomes of a chunk's checked files (pipeline.Settle): each is compared with OUT
+    and then, to `write`, its new bytes are staged beside it; else (--check) only what the
+    report says of it is kept, and its bytes too if it differs and `diff` shows it."""
+
+    out: Path
+    write: bool
+    diff: bool = False
+
+    def __call__(self, outputs: Iterable[Output]) -> list[Change]:
+        return [self._settle(output) for output in outputs]
+
+    def _settle(self, output: Output) -> Change:
+        try:
+            change = compare(self.out, output)
+        except OSError as error:  # account_for raises it, if the inputs have no problem
+            return Change(self.out / output.relative_path, "unreadable", error=error)
+        if change.status not in _TO_WRITE:
+            return change.without_bytes()
+        if self.write:
+            return stage(change)
+        return change if self.diff else change.without_bytes()
+
+
+
+def stage(change: Change) -> Change:
+    """Write the new bytes of `change` to a temporary file beside it, for apply to rename
+    over it (or discard to remove), and let the bytes go; if they cannot be written, the
+    change keeps the error, and apply then writes no file."""
+    made = []
+    folder = change.path.parent
+    while not folder.exists():
+        made.append(folder)
+        folder = folder.parent
+    try:
+        staged = _write_temporary(change.path, change.new or b"", change.mode)
+    except OSError as error:
+        _remove_folders(made)
+        return replace(change.without_bytes(), error=error)
+    return replace(change.without_bytes(), staged=staged, made=tuple(made))
+
+
+def discard(changes: Iterable[Change]) -> None:
+    """Remove what was staged for `changes`, and the folders made for it, if empty."""
+    changes = list(changes)
+    for change in changes:
+        if change.staged:
+            Path(change.staged).unlink(missing_ok=True)
+    _remove_folders(folder for change in changes for folder in change.made)
+
+
+def _remove_folders(folders: Iterable[Path]) -> None:
+    for folder in sorted(set(folders), key=lambda f: len(f.parts), reverse=True):
+        _remove_if_empty(folder)
 
 
 def apply(changes: list[Change]) -> list[Change]:
@@ -24,11 +88,21 @@ def apply(changes: list[Change]) -> list[Change]:
     with one sync; only then is each renamed into place, and a second sync makes the renames
     durable. So a power cut leaves every file old or new, never empty, at the cost of two
     syncs rather than two per file (which cost seconds for a thousand files on a busy disk).
-    Raises ObcError if a write or removal fails: when a file cannot be written nothing has
-    changed; when a rename or removal fails, the files before it are done, it and the ones
-    after it are as they were.
+    Changes staged already (stage) are renamed; the others are written first. Raises
+    ObcError if a write or removal fails: when a file cannot be written nothing has changed;
+    when a rename or removal fails, the files before it are done, it and the ones after it
+    are as they were.
     """
-    staged = _stage([change for change in changes if change.status in ("changed", "missing")])
+    try:
+        unwritten = next((change for change in changes if change.error), None)
+        if unwritten is not None:
+            raise _cannot_write(unwritten.path, unwritten.error)
+        staged = _stage([change for change in changes
+                         if change.status in _TO_WRITE and not change.staged])
+    except ObcError:
+        discard(changes)
+        raise
+    staged.update((change.path, change.staged) for change in changes if change.staged)
     try:
         _sync(staged)
         done = [_carry_out(change, staged) for change in changes]
@@ -48,9 +122,12 @@ def _stage(changes: list[Change]) -> dict[Path, str]:
     except OSError as error:
         for tmp in staged.values():
             Path(tmp).unlink(missing_ok=True)
-        raise ObcError(f"{change.path}: cannot write: {error.strerror or error}; no file was "
-                       "changed") from error
+        raise _cannot_write(change.path, error) from error
     return staged
+
+
+def _cannot_write(path: Path, error: OSError) -> ObcError:
+    return ObcError(f"{path}: cannot write: {error.strerror or error}; no file was changed")
 
 
 def _write_temporary(path: Path, data: bytes, mode: int, *,

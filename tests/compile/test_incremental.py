@@ -133,7 +133,7 @@ def test_findings_are_kept_by_text(tmp_path, monkeypatch):
     (first,) = check_texts([text], store).values()
     assert [finding.code for finding in first] == [2086]
     monkeypatch.setattr("compiler.check.shellcheck._run",
-                        lambda _, texts: texts and pytest.fail("shellcheck ran"))
+                        lambda _, texts, *__: texts and pytest.fail("shellcheck ran"))
     assert check_texts([text], store) == {text: first}
 
 
@@ -142,10 +142,10 @@ def checked_texts(monkeypatch) -> list[list[str]]:
     calls: list[list[str]] = []
     real = check.check_texts
 
-    def recording(texts, store):
+    def recording(texts, store, **how):
         texts = list(texts)
         calls.append(texts)
-        return real(texts, store)
+        return real(texts, store, **how)
 
     monkeypatch.setattr(check, "check_texts", recording)
     return calls
@@ -176,7 +176,7 @@ def test_the_scripts_of_a_shape_with_findings_are_checked_as_written(project, ca
 def test_a_script_whose_shape_has_a_finding_reports_it(project, cache, obc, monkeypatch):
     finding = Finding(3, 1, 2086, "info", "Double quote to prevent globbing.")
     monkeypatch.setattr(check, "check_texts",
-                        lambda texts, store: {text: (finding,) for text in texts})
+                        lambda texts, store, **_: {text: (finding,) for text in texts})
     outcome = obc(*COMPILE)
     assert outcome.code == 1
     assert outcome.stderr.count("shellcheck SC2086 (info)") == len(PROJECT_RUNS)

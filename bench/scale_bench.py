@@ -1,0 +1,91 @@
+"""Benchmark: obc at scale, 10,000 run files, against the goals and a baseline obc.
+
+    python bench/scale_bench.py [--runs 10000] [--repeat 1] [--baseline DIR]
+
+Generates the run files of compile_bench.py in a temporary folder and, each round, times a
+compile into an empty OUT with an empty cache (cold), then `compile --check` of the result
+(unchanged, the cache warm): the wall time of the process, and its peak memory, the largest
+resident size of obc's process or any it waited for (wait4's rusage), as `/usr/bin/time -v`
+reports it. --baseline DIR runs the same with the obc whose `compiler` package is in DIR
+(a checkout, or `git archive main | tar -x -C DIR`), in turn with this one, so that both are
+measured under the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from compile_bench import compile_bytecode, make_runs
+
+REPO = Path(__file__).resolve().parent.parent
+GOALS = {"cold": (20.0, 200), "check": (3.0, 200)}
+
+
+def run_obc(code: Path, root: Path, *args: str) -> tuple[float, int]:
+    """Run the obc in `code` in `root`; return its wall seconds and peak RSS (KiB)."""
+    env = {**os.environ, "PYTHONPATH": str(code), "OBC_COMPILE_CACHE": str(root / "cache")}
+    start = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "compiler", *args], cwd=root, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"obc {' '.join(args)} failed:\n{stderr}")
+    return seconds, usage.ru_maxrss
+
+
+def one_round(code: Path, root: Path) -> dict[str, tuple[float, int]]:
+    for name in ("out", "cache"):
+        shutil.rmtree(root / name, ignore_errors=True)
+    return {"cold": run_obc(code, root, "compile", "runs", "-o", "out"),
+            "check": run_obc(code, root, "compile", "runs", "-o", "out", "--check")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10000)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--baseline", type=Path, help="a folder holding another obc's compiler/")
+    options = parser.parse_args()
+    codes = {"obc": REPO, **({"baseline": options.baseline.resolve()} if options.baseline
+                             else {})}
+    with tempfile.TemporaryDirectory() as tmp:
+        roots = {}
+        for name, code in codes.items():
+            roots[name] = Path(tmp, name)
+            make_runs(roots[name] / "runs", options.runs)
+            compile_bytecode(sys.executable, code)
+        rounds: dict[str, list[dict[str, tuple[float, int]]]] = {name: [] for name in codes}
+        for _ in range(options.repeat):
+            for name, code in codes.items():
+                rounds[name].append(one_round(code, roots[name]))
+    report(options.runs, rounds)
+
+
+def report(runs: int, rounds: dict[str, list[dict[str, tuple[float, int]]]]) -> None:
+    print(f"{runs} run files, {os.cpu_count()} cores, median of {len(rounds['obc'])} rounds")
+    print(f"{'':<8}{'obc':>16}{'goal':>16}{'baseline':>18}")
+    for key, (goal_seconds, goal_mb) in GOALS.items():
+        line = f"{key:<8}" + _cell(rounds["obc"], key) + f"{goal_seconds:>8.1f}s{goal_mb:>6}MB"
+        if "baseline" in rounds:
+            line += "  " + _cell(rounds["baseline"], key)
+        print(line)
+
+
+def _cell(results: list[dict[str, tuple[float, int]]], key: str) -> str:
+    seconds = statistics.median(r[key][0] for r in results)
+    peak = statistics.median(r[key][1] for r in results) / 1024
+    return f"{seconds:>8.2f}s{peak:>6.0f}MB"
+
+
+if __name__ == "__main__":
+    main()
