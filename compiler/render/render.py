@@ -227,6 +227,7 @@ def _environment() -> jinja2.Environment:
         cache_dir_in_container=CONTAINER_CACHE_DIR,
         home_in_container=CONTAINER_HOME,
         lookup=lookup,
+        library=library_part,
         slurm_ended_states=ShellText(" | ".join(SLURM_ENDED_STATES)),
         # sbatch's --array as a case pattern: -a, its abbreviations, with a value or not.
         sbatch_array_patterns=ShellText(" | ".join(
@@ -255,6 +256,15 @@ def render_sweep(sweep: Sweep, printer: Printer = _REAL) -> str:
         sweep=sweep, header_lines=header, help_lines=lines, usage=SWEEP_USAGE,
         **{_PRINTER: printer})
     return f"{text}\n{printer.comment(record_lines(sweep))}\n"
+
+
+@cache
+def library_part(name: str) -> ShellText:
+    """The part `name` of obc's runtime library, templates/lib/NAME.sh, as written: plain
+    shell that no template renders, so it is the same bytes in every script that uses it.
+    Its last newline is the including template's."""
+    text = (data_dir("templates") / "lib" / f"{name}.sh").read_text(encoding="utf-8")
+    return ShellText(text.removesuffix("\n"))
 
 
 def _trapped_signals(job: Job) -> list[dict[str, str | int]]:

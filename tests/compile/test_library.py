@@ -1,0 +1,61 @@
+"""obc's runtime library (templates/lib/, README "The generated script"): each part is plain
+shell that shellcheck passes as written, and the same bytes in every script that uses it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from compiler.check.shellcheck import SHELLCHECK_ARGS, find_shellcheck
+from compiler.pipeline.pipeline import Options, compile_files
+from tests.conftest import REPO
+
+PARTS = {path.stem: path.read_text(encoding="utf-8")
+         for path in sorted((REPO / "templates" / "lib").glob("*.sh"))}
+# A part alone cannot see the other parts and the job part that use what it sets; the whole
+# script, which `obc compile` checks, does.
+NEEDS_THE_WHOLE_SCRIPT = ("SC2034",)
+
+
+def marker(part: str) -> str:
+    """The first line of a part, which names it: `# --- obc's library: NAME ---…`."""
+    return PARTS[part].partition("\n")[0]
+
+
+@pytest.fixture(scope="module")
+def example_scripts() -> dict[str, str]:
+    """Every example's job.sh, by job id."""
+    examples = sorted((REPO / "examples").glob("*.yaml"))
+    result = compile_files(examples, out=None, options=Options(cache=False))
+    assert not result.diagnostics
+    return {script.job.id: script.text for script in result.scripts}
+
+
+def test_every_part_names_itself_in_its_first_line():
+    for name in PARTS:
+        assert marker(name).startswith(f"# --- obc's library: {name} -")
+
+
+@pytest.mark.parametrize("part", sorted(PARTS))
+def test_a_part_is_the_same_bytes_in_every_example_that_uses_it(part, example_scripts):
+    users = [text for text in example_scripts.values() if marker(part) in text]
+    assert users, f"no example uses the library part {part}"
+    for text in users:
+        start = text.index(marker(part))
+        assert text[start:start + len(PARTS[part])] == PARTS[part]
+        assert text.count(marker(part)) == 1
+
+
+def test_every_example_uses_the_core(example_scripts):
+    assert all(marker("core") in text for text in example_scripts.values())
+
+
+@pytest.mark.parametrize("part", sorted(PARTS))
+def test_shellcheck_passes_each_part_as_written(part):
+    path = REPO / "templates" / "lib" / f"{part}.sh"
+    done = subprocess.run([find_shellcheck().path, *SHELLCHECK_ARGS,
+                           f"--exclude={','.join(NEEDS_THE_WHOLE_SCRIPT)}", str(path)],
+                          capture_output=True, text=True, check=False)
+    assert json.loads(done.stdout)["comments"] == []
