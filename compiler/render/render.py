@@ -32,7 +32,6 @@ from ..model.runtimes import (
     Enroot,
     Native,
 )
-from ..model.slurm import SLURM_ENDED_STATES
 from ..validate.rules.sbatch_options import sbatch_spellings
 from .meaning import record_lines
 from .summary import GENERATED_PREFIX, help_lines, usage
@@ -228,7 +227,6 @@ def _environment() -> jinja2.Environment:
         home_in_container=CONTAINER_HOME,
         lookup=lookup,
         library=library_part,
-        slurm_ended_states=ShellText(" | ".join(SLURM_ENDED_STATES)),
         # sbatch's --array as a case pattern: -a, its abbreviations, with a value or not.
         sbatch_array_patterns=ShellText(" | ".join(
             ["-a", "-a?*", *(f"--{word}{value}" for word in sbatch_spellings("array")

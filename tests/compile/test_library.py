@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from compiler.check.shellcheck import SHELLCHECK_ARGS, find_shellcheck
+from compiler.model.slurm import SLURM_ENDED_STATES
 from compiler.pipeline.pipeline import Options, compile_files
 from tests.conftest import REPO
 
@@ -59,3 +60,12 @@ def test_shellcheck_passes_each_part_as_written(part):
                            f"--exclude={','.join(NEEDS_THE_WHOLE_SCRIPT)}", str(path)],
                           capture_output=True, text=True, check=False)
     assert json.loads(done.stdout)["comments"] == []
+
+
+def test_the_records_part_knows_the_slurm_states_obc_status_knows():
+    # job.sh --status and obc status judge a run alike (README, "Run records").
+    function = PARTS["records"].split("obc_slurm_job_ended() {", 1)[1]
+    patterns = function.split("case $OBC_WORD in\n", 1)[1].split("esac", 1)[0]
+    states = {state.strip() for line in patterns.splitlines()
+              for state in line.split(")")[0].split("|") if line.strip()}
+    assert states == set(SLURM_ENDED_STATES)
