@@ -1,4 +1,4 @@
-# --- obc's library: unset_inherited ---------------------------------------------------
+# --- obc's library: unset_inherited ----------------------------------------------------
 # For the runtimes that read their options from the environment (apptainer, pyxis).
 
 # obc_unset_inherited PREFIX...: unsets every variable of the job's environment whose name

@@ -36,7 +36,9 @@ def example_scripts() -> dict[str, str]:
 
 def test_every_part_names_itself_in_its_first_line():
     for name in PARTS:
+        # As wide as the script's other section lines (`# --- helpers ---…`).
         assert marker(name).startswith(f"# --- obc's library: {name} -")
+        assert len(marker(name)) == 89
 
 
 @pytest.mark.parametrize("part", sorted(PARTS))
