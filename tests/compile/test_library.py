@@ -11,7 +11,7 @@ import pytest
 from compiler.check.shellcheck import SHELLCHECK_ARGS, find_shellcheck
 from compiler.model.slurm import SLURM_ENDED_STATES
 from compiler.pipeline.pipeline import Options, compile_files
-from tests.conftest import REPO
+from tests.conftest import REPO, compile_text
 
 PARTS = {path.stem: path.read_text(encoding="utf-8")
          for path in sorted((REPO / "templates" / "lib").glob("*.sh"))}
@@ -25,13 +25,31 @@ def marker(part: str) -> str:
     return PARTS[part].partition("\n")[0]
 
 
+# Jobs that use a part no example does, each compiled twice (as two runs of a sweep would be).
+OTHER_JOBS = {
+    "resume-never": "trainer: {axolotl: {config: {base_model: x}, resume: never}}",
+    "local-retry": "trainer: {axolotl: {config: {base_model: x}}}\n"
+                   "retry: {on_exit_codes: [75, 137], max: 2}",
+}
+
+
 @pytest.fixture(scope="module")
-def example_scripts() -> dict[str, str]:
-    """Every example's job.sh, by job id."""
+def example_scripts(tmp_path_factory) -> dict[str, str]:
+    """Every example's job.sh, and those of OTHER_JOBS, by job id."""
     examples = sorted((REPO / "examples").glob("*.yaml"))
     result = compile_files(examples, out=None, options=Options(cache=False))
     assert not result.diagnostics
-    return {script.job.id: script.text for script in result.scripts}
+    scripts = {script.job.id: script.text for script in result.scripts}
+    for name, text in OTHER_JOBS.items():
+        for copy in (1, 2):
+            job_id = f"{name}-{copy}"
+            scripts[job_id] = compile_text(tmp_path_factory.mktemp(job_id), f"""\
+version: 1
+id: {job_id}
+runtime: {{kind: docker}}
+{text}
+""")
+    return scripts
 
 
 def test_every_part_names_itself_in_its_first_line():
@@ -42,9 +60,9 @@ def test_every_part_names_itself_in_its_first_line():
 
 
 @pytest.mark.parametrize("part", sorted(PARTS))
-def test_a_part_is_the_same_bytes_in_every_example_that_uses_it(part, example_scripts):
+def test_a_part_is_the_same_bytes_in_every_script_that_uses_it(part, example_scripts):
     users = [text for text in example_scripts.values() if marker(part) in text]
-    assert users, f"no example uses the library part {part}"
+    assert users, f"no example (nor job of OTHER_JOBS) uses the library part {part}"
     for text in users:
         start = text.index(marker(part))
         assert text[start:start + len(PARTS[part])] == PARTS[part]
