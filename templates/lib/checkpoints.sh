@@ -55,3 +55,39 @@ obc_put_aside() {
   fi
   printf 'obc: set aside %s as %s\n' "$1" "$OBC_ASIDE/$OBC_FOLDER" >&2
 }
+
+# Starting over: sets aside what the old inputs wrote, output_dir (checkpoints, adapter,
+# merged model; when output_dir is the run dir itself, OBC_CHECKPOINTS_OWN_FOLDER empty, only
+# its checkpoint-N folders) and the ledger of its checkpoints; with $1 = all (--fresh) also
+# the finished steps and Axolotl's prepared dataset (OBC_PREPARED_DIR, if the job has one).
+obc_set_aside_all() {
+  OBC_WHAT=$1
+  if [ -n "$OBC_CHECKPOINTS_OWN_FOLDER" ]; then
+    set -- "$OBC_CHECKPOINTS" "$OBC_RUN_DIR/.obc/checkpoints"
+  else
+    set -- "$OBC_CHECKPOINTS"/checkpoint-* "$OBC_RUN_DIR/.obc/checkpoints"
+  fi
+  if [ "$OBC_WHAT" = all ]; then
+    set -- "$@" "$OBC_RUN_DIR/.obc/done"
+    [ -z "$OBC_PREPARED_DIR" ] || set -- "$@" "$OBC_RUN_DIR/$OBC_PREPARED_DIR"
+  fi
+  for OBC_WORD in "$@"; do
+    [ ! -e "$OBC_WORD" ] || obc_put_aside "$OBC_WORD"
+  done
+}
+
+# True when step $1 runs in this run: it is --only's, or --from's (or the first unfinished)
+# or after it.
+obc_runs() {
+  if [ -n "$OBC_ONLY" ]; then
+    [ "$OBC_ONLY" = "$1" ]
+    return
+  fi
+  [ -n "$OBC_FROM" ] || return 0
+  OBC_SEEN=
+  for OBC_WORD in $OBC_STEPS; do
+    [ "$OBC_WORD" != "$OBC_FROM" ] || OBC_SEEN=1
+    [ "$OBC_WORD" != "$1" ] || break
+  done
+  [ -n "$OBC_SEEN" ]
+}
