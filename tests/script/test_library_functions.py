@@ -31,7 +31,9 @@ def test_retry_tries_again_only_for_its_exit_codes_and_up_to_its_maximum(shell):
 OBC_RETRY_EXIT_CODES='75 137' OBC_RETRY_MAX=2 OBC_RETRY_REQUEUES=''
 OBC_NUMBER=1 OBC_STEP_COUNT=1 OBC_NAME=train
 for OBC_STATUS in 7 1 137 75 75; do
-  if obc_retry 2>/dev/null; then printf '%s yes\\n' "$OBC_STATUS"; else printf '%s no\\n' "$OBC_STATUS"; fi
+  OBC_ANSWER=no
+  ! obc_retry 2>/dev/null || OBC_ANSWER=yes
+  printf '%s %s\\n' "$OBC_STATUS" "$OBC_ANSWER"
 done
 """)
     assert (done.returncode, done.stderr) == (0, "")
