@@ -9,6 +9,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +91,17 @@ def container_name(job_id: str, run_dir: Path | str) -> str:
     """The name a job's container gets in `run_dir` (README, "Containers")."""
     digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:12]
     return f"overbrainer-{job_id}-{digest}"
+
+
+def open_folder(prefix: str, mode: int) -> Iterator[Path]:
+    """A folder with `mode` that another user can reach (a test's own tmp_path is private
+    to root), removed afterwards: the body of a fixture."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(mode)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
 
 
 def write_script(directory: Path, text: str) -> Path:

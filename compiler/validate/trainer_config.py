@@ -19,7 +19,7 @@ from ..model.defaults import DEFAULT_AXOLOTL_VERSION
 from ..read.axolotl import ConfigPlace
 from ..read.load import Path_
 from . import fastschema
-from .validate import enum_message, expected_types
+from .validate import branch_errors, enum_message, expected_types, fitting_branch
 
 if TYPE_CHECKING:  # imported when there is an error to explain: it is slow to import
     from jsonschema import ValidationError
@@ -115,13 +115,9 @@ def _alternatives(error: ValidationError, release: str, root: dict[str, Any]) ->
         Iterator[Explanation]:
     """Explain an anyOf through the one branch whose type fits, if there is one; else say
     what the branches take ("an integer or null")."""
-    by_branch: dict[int, list[ValidationError]] = {}
-    for sub in error.context or ():
-        by_branch.setdefault(sub.schema_path[0], []).append(sub)
-    fitting = [subs for subs in by_branch.values()
-               if not any(sub.validator == "type" and not sub.path for sub in subs)]
-    if len(fitting) == 1:
-        for sub in fitting[0]:
+    fitting = fitting_branch(branch_errors(error))
+    if fitting is not None:
+        for sub in fitting:
             yield from _explain(sub, release, root)
         return
     branches = [_resolved(branch, root) for branch in error.validator_value]

@@ -147,16 +147,29 @@ def _unknown_keys(path: Path_, instance: dict, schema: dict) -> Iterator[Explana
                 f"unknown key {show(key)}{where}{did_you_mean(key, known)}", None
 
 
-def _alternatives(source: Source, error: ValidationError, hint: str | None) -> \
-        Iterator[Explanation]:
-    """Explain a oneOf/anyOf failure through the one branch whose type fits, if any."""
+def branch_errors(error: ValidationError) -> dict[int, list[ValidationError]]:
+    """The errors of a oneOf/anyOf failure, by the branch that raised them."""
     by_branch: dict[int, list[ValidationError]] = {}
     for sub in error.context or ():
         by_branch.setdefault(sub.schema_path[0], []).append(sub)
+    return by_branch
+
+
+def fitting_branch(by_branch: dict[int, list[ValidationError]]) -> list[ValidationError] | None:
+    """The errors of the one branch whose type fits the value, if exactly one does: they
+    say what is wrong better than "expected this or that"."""
     fitting = [subs for subs in by_branch.values()
-               if not any(s.validator == "type" and not s.path for s in subs)]
-    if len(fitting) == 1:
-        for sub in fitting[0]:
+               if not any(sub.validator == "type" and not sub.path for sub in subs)]
+    return fitting[0] if len(fitting) == 1 else None
+
+
+def _alternatives(source: Source, error: ValidationError, hint: str | None) -> \
+        Iterator[Explanation]:
+    """Explain a oneOf/anyOf failure through the one branch whose type fits, if any."""
+    by_branch = branch_errors(error)
+    fitting = fitting_branch(by_branch)
+    if fitting is not None:
+        for sub in fitting:
             yield from _explain(source, sub)
         return
     path: Path_ = tuple(error.absolute_path)

@@ -126,7 +126,9 @@ def preprocessed(job_id: str, venv, config: dict, run_dir, env: dict | None = No
                  "paths": {"run_dir": str(run_dir)},
                  "trainer": {"axolotl": {"config": config, "preprocess": True}},
                  "files": {"data.jsonl": "data.jsonl"},
-                 "checkpoint": {"grace": 60},
+                 # A bound, not a wait: the job goes on once the checkpoint is saved, which on
+                 # a loaded machine took more than a minute once.
+                 "checkpoint": {"grace": 600},
                  "env": {"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}})
 
 

@@ -8,11 +8,9 @@ import hashlib
 import json
 import os
 import pickle
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import jinja2.bccache
 import pytest
 
 from compiler.core.resources import data_dir
-from tests.conftest import REPO
+from tests.conftest import REPO, open_folder
 
 NOBODY = 65534
 COMPILE = ("compile", "examples", "-o", "out")
@@ -31,12 +29,7 @@ REFUSED = "obc: warning: not using the cache "
 def shared() -> Iterator[Path]:
     """A folder every user can write, as /tmp is (mode 1777), that another user can reach
     (the test's own tmp_path is private to root)."""
-    folder = Path(tempfile.mkdtemp(prefix="obc-shared-"))
-    folder.chmod(0o1777)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder)
+    yield from open_folder("obc-shared-", 0o1777)
 
 
 def as_nobody(*argv: str, stdin: bytes = b"") -> None:

@@ -8,15 +8,13 @@ The other user is uid 65534 (nobody), as in tests/script/test_other_users.py."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHELLS, Sandbox, compile_text, untimed, write_script
+from tests.conftest import SHELLS, Sandbox, compile_text, open_folder, untimed, write_script
 from tests.slurm.test_slurm import output, submit
 from tests.support.slurm_cluster import SlurmCluster
 
@@ -39,13 +37,8 @@ slurm: {{nodes: 2, gpus_per_node: 1}}
 @pytest.fixture
 def team() -> Iterator[Path]:
     """A folder the whole team can write, without the sticky bit (the trial's), that the
-    other user can reach (the test's own tmp_path is private to root)."""
-    folder = Path(tempfile.mkdtemp(prefix="obc-team-"))
-    folder.chmod(0o777)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder)
+    other user can reach."""
+    yield from open_folder("obc-team-", 0o777)
 
 
 def as_teammate(command: str) -> None:
