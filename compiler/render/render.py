@@ -33,15 +33,13 @@ from ..model.runtimes import (
     Native,
 )
 from ..validate.rules.sbatch_options import sbatch_spellings
+from .library import library_line, library_parts, part_text, settings
 from .meaning import record_lines
-from .summary import GENERATED_PREFIX, help_lines, usage
+from .summary import GENERATED_PREFIX, help_lines
 from .sweep import USAGE as SWEEP_USAGE
 from .sweep import Sweep
 from .sweep import help_lines as sweep_help_lines
 
-# The signals a job stops on, with their numbers (Linux; the exit code is 128 + the number):
-# always TERM, INT and HUP; and the one Slurm sends before the time limit, if another.
-SIGNAL_NUMBERS = {"HUP": 1, "INT": 2, "USR1": 10, "USR2": 12, "TERM": 15}
 # The template of each runtime; each extends job.sh.j2.
 _TEMPLATES = {Container: "container.sh.j2", Native: "native.sh.j2",
               Apptainer: "apptainer.sh.j2", Enroot: "enroot.sh.j2"}
@@ -238,10 +236,15 @@ def _environment() -> jinja2.Environment:
 def render_job(job: Job, printer: Printer = _REAL) -> str:
     """Return the job.sh of `job`, its values written by `printer`."""
     template = _environment().get_template(_TEMPLATES[type(job.runtime)])
-    lines = help_lines(job)
-    header = [f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.", "", *lines]
-    text = template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),
-                           trapped_signals=_trapped_signals(job), **{_PRINTER: printer})
+    values = settings(job)
+    text = template.render(
+        job=job, generated_line=f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.",
+        library_line=library_line(job), help_lines=help_lines(job),
+        parts=library_parts(job),
+        settings=[(ShellText(name), value) for name, value in values if value != ""],
+        # The switches that are off, on one line: `OBC_SHARED='' OBC_RESUME=''`.
+        settings_off=ShellText(" ".join(f"{name}=''" for name, value in values if value == "")),
+        **{_PRINTER: printer})
     # The job's meaning, last: `obc plan` reads it back from the script on disk.
     return f"{text}\n{printer.comment(record_lines(job))}\n"
 
@@ -256,18 +259,8 @@ def render_sweep(sweep: Sweep, printer: Printer = _REAL) -> str:
     return f"{text}\n{printer.comment(record_lines(sweep))}\n"
 
 
-@cache
 def library_part(name: str) -> ShellText:
     """The part `name` of obc's runtime library, templates/lib/NAME.sh, as written: plain
     shell that no template renders, so it is the same bytes in every script that uses it.
     Its last newline is the including template's."""
-    text = (data_dir("templates") / "lib" / f"{name}.sh").read_text(encoding="utf-8")
-    return ShellText(text.removesuffix("\n"))
-
-
-def _trapped_signals(job: Job) -> list[dict[str, str | int]]:
-    names = ["TERM", "INT", "HUP"]
-    if job.slurm and job.slurm.signal_name not in names:
-        names.append(job.slurm.signal_name)
-    return [{"name": name, "number": SIGNAL_NUMBERS[name]} for name in names]
-
+    return ShellText(part_text(name).removesuffix("\n"))

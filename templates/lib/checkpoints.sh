@@ -2,6 +2,9 @@
 # Axolotl's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir on
 # this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
 
+# The inputs of the checkpoint train resumed from, and the folder this attempt sets aside in.
+OBC_RESUMED_INPUTS='' OBC_ASIDE=''
+
 # True when checkpoint folder $1 is whole: the trainer state (written last) and weights.
 obc_whole_checkpoint() {
   [ -f "$1/trainer_state.json" ] || return 1

@@ -23,6 +23,15 @@ obc_known_step() {
   obc_usage "no step named '$1' (steps: $OBC_STEPS)"
 }
 
+# Runs a command, or under --dry-run prints it instead.
+obc_run() {
+  if [ -n "$OBC_DRY_RUN" ]; then
+    obc_print_command "$@"
+  else
+    "$@"
+  fi
+}
+
 obc_preflight_failure() {
   printf 'obc: preflight: %s\n' "$1" >&2
   OBC_FAILED=1

@@ -16,3 +16,11 @@ obc_requeue() {
   obc_status requeued
   obc_exit 0
 }
+
+# The time limit is near: Slurm sent the job's OBC_TIME_LIMIT_SIGNAL. Requeues the job
+# unless it has been restarted OBC_MAX_RESTARTS times (slurm.max_restarts).
+# shellcheck disable=SC2329 # called from the traps, in a job with slurm.max_restarts
+obc_at_time_limit() {
+  obc_requeue "$OBC_MAX_RESTARTS" 'the time limit is near'
+  obc_fail "the time limit is near, and the job has been restarted $OBC_MAX_RESTARTS times (slurm.max_restarts): giving up" 5
+}

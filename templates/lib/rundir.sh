@@ -136,3 +136,58 @@ obc_ended_lock() {
       [ "$OBC_RESTARTS" -lt "${SLURM_RESTART_COUNT:-0}" ]
   fi
 }
+
+# Preflight: folder $1 (the run dir, or another folder the job writes into, which $2
+# names), or the folder it will be created in, is safe to write into. With paths.shared
+# (OBC_SHARED), it may be in a folder the team shares, and only another user's link is not.
+obc_check_folder() {
+  if [ -n "$OBC_SHARED" ]; then
+    obc_own_link "$1" || obc_preflight_failure "$2 $1 is $(obc_described "$1"): the job follows no other user's link"
+  elif [ -e "$1" ] || [ -L "$1" ]; then
+    obc_guarded "$1" || obc_preflight_failure "$2 $1 is not a folder of yours that only you can write ($(obc_described "$1"); paths.shared allows a team's folder)"
+  else
+    OBC_WORD=$(obc_existing_parent "$1")
+    obc_guarded "$OBC_WORD" 0 || obc_preflight_failure "$2 would be created in $OBC_WORD, which another user can change ($(obc_described "$OBC_WORD"); paths.shared allows a team's folder)"
+  fi
+  obc_check_writable "$1" "$2"
+}
+
+# Preflight: the run dir, and Axolotl's output_dir where another user could have put
+# something in its place (OBC_CHECK_OUTPUT_DIR), or the folders to create them in, are safe
+# to write into.
+obc_check_run_dir() {
+  obc_check_folder "$OBC_RUN_DIR" 'the run dir'
+  [ -z "$OBC_CHECK_OUTPUT_DIR" ] || obc_check_folder "$OBC_CHECKPOINTS" "Axolotl's output_dir"
+}
+
+# Creates the run dir and takes it for this run: its .obc folder (the job's own records,
+# which only the user can write), the lock, and a private folder for temporary files.
+obc_prepare_run_dir() {
+  obc_make_folders "$OBC_RUN_DIR" 'the run dir'
+  [ -z "$OBC_DRY_RUN" ] || return 0
+  [ -n "$OBC_SHARED" ] || obc_guarded "$OBC_RUN_DIR" ||
+    obc_fail "the run dir $OBC_RUN_DIR is not a folder of yours that only you can write" 3
+  # shellcheck disable=SC2034 # read by the part files, in a job that writes files
+  OBC_REAL_RUN_DIR=$(cd -P -- "$OBC_RUN_DIR" && pwd -P) || obc_fail "cannot enter $OBC_RUN_DIR"
+  mkdir -- "$OBC_RUN_DIR/.obc" 2>/dev/null && chmod go-w "$OBC_RUN_DIR/.obc"
+  if [ -L "$OBC_RUN_DIR/.obc" ] || ! obc_guarded "$OBC_RUN_DIR/.obc"; then
+    obc_fail "$OBC_RUN_DIR/.obc is not a folder of yours that only you can write" 3
+  fi
+  OBC_RECORDS_ID=$(stat -c '%d:%i' -- "$OBC_RUN_DIR/.obc")
+  obc_lock
+  obc_clear_leftovers
+  OBC_TMP=$(mktemp -d "$OBC_RUN_DIR/.obc/tmp.XXXXXX") ||
+    obc_fail "cannot create a temporary folder in $OBC_RUN_DIR/.obc"
+}
+
+# Before and after each step: .obc is still the folder this run made. In a team's folder
+# (paths.shared) another user can put a folder of theirs in its place, where the job would
+# write its records and find the script it gives the nodes; the job then stops at once
+# (exit 3), writing nothing more there.
+obc_check_records_folder() {
+  [ -n "$OBC_SHARED" ] || return 0
+  [ "$(stat -c '%d:%i' -- "$OBC_RUN_DIR/.obc" 2>/dev/null)" = "$OBC_RECORDS_ID" ] && return 0
+  printf 'obc: %s/.obc is no longer the folder this run made: another user put %s in its place; stopping, and writing nothing there\n' \
+    "$OBC_RUN_DIR" "$(obc_described "$OBC_RUN_DIR/.obc")" >&2
+  exit 3
+}
