@@ -65,50 +65,48 @@ def library_line(job: Job) -> str:
     return f"library  obc {job.obc_version} {parts}"
 
 
-def settings(job: Job) -> list[tuple[str, str | int]]:
+Setting = tuple[str, str | int]
+
+
+def settings(job: Job) -> list[list[Setting]]:
     """The variables through which `job`'s values and switches reach the library's parts,
-    in order. An empty value is a switch that is off: the job sets it all the same, so that
-    a variable it inherited cannot switch a feature on."""
+    in groups that the job part writes one a line: the job, its stop, its checkpoints, its
+    resume, on_signal, retry, Slurm, its runtime. An empty value is a switch that is off: the
+    job sets it all the same, so that a variable it inherited cannot switch a feature on."""
     checkpoints, slurm, retry, on_signal = job.checkpoints, job.slurm, job.retry, job.on_signal
-    values: list[tuple[str, str | int]] = [
-        ("OBC_JOB", job.id),
-        ("OBC_RUNTIME", _runtime_name(job)),
-        ("OBC_STEPS", " ".join(step.name for step in job.steps)),
-        ("OBC_INPUTS", job.training_inputs),
-        ("OBC_STOP_TIMEOUT", job.stop_timeout),
-        ("OBC_SIGNALS", " ".join(trapped_signals(job))),
-        ("OBC_SHARED", "1" if job.shared else ""),
-        ("OBC_CHECKPOINT_STEP", checkpoints.step if checkpoints else ""),
-        ("OBC_CHECK_OUTPUT_DIR", "1" if job.checked_output_dir else ""),
-        ("OBC_RESUME", checkpoints.resume if job.resumes else ""),
-        ("OBC_CHECKPOINT_TRIGGER", on_signal.trigger if on_signal else ""),
-        ("OBC_RETRY_MAX", retry.max if retry else ""),
-        ("OBC_NODE_STEPS", " ".join(job.node_steps)),
-        ("OBC_TIME_LIMIT_SIGNAL", slurm.signal_name if job.requeues_at_time_limit else ""),
-    ]
-    if checkpoints:
-        values += [("OBC_CHECKPOINTS_OWN_FOLDER", "1" if checkpoints.own_folder else ""),
-                   ("OBC_PREPARED_DIR", checkpoints.prepared_dir or "")]
-    if job.resumes:
-        values += [("OBC_TRAINER_OUTPUT_DIR", checkpoints.output_dir)]
-    if on_signal:
-        values += [("OBC_CHECKPOINT_GRACE", on_signal.grace)]
-    if retry:
-        values += [("OBC_RETRY_EXIT_CODES", " ".join(str(code) for code in retry.exit_codes)),
-                   ("OBC_RETRY_REQUEUES", "1" if slurm else "")]
-    if job.requeues_at_time_limit:
-        values += [("OBC_MAX_RESTARTS", slurm.max_restarts)]
-    if job.node_steps:
-        values += [("OBC_MASTER_PORT", slurm.rendezvous_port),
-                   ("OBC_GPUS_PER_NODE", slurm.gpus_per_node),
-                   ("OBC_TORCHRUN_STEP", slurm.torchrun_step or "")]
+    runtime: list[Setting] = []
     if job.container:
-        values += [("OBC_HOME_IN_RUN_DIR", "1" if job.container.as_invoker else "")]
-    if job.native and not job.native.venv:
-        values += [("OBC_VENV", "")]  # else the job's obc_paths sets it, where the job runs
+        runtime = [("OBC_HOME_IN_RUN_DIR", "1" if job.container.as_invoker else "")]
+    elif job.native and not job.native.venv:
+        runtime = [("OBC_VENV", "")]  # else the job's obc_paths sets it, where the job runs
     if not job.container:
-        values += [("OBC_TERM_GROUP", "" if job.apptainer else "1")]
-    return values
+        runtime.append(("OBC_TERM_GROUP", "" if job.apptainer else "1"))
+    groups: list[list[Setting]] = [
+        [("OBC_JOB", job.id), ("OBC_RUNTIME", _runtime_name(job)),
+         ("OBC_STEPS", " ".join(step.name for step in job.steps))],
+        [("OBC_INPUTS", job.training_inputs)],
+        [("OBC_STOP_TIMEOUT", job.stop_timeout), ("OBC_SIGNALS", " ".join(trapped_signals(job))),
+         ("OBC_SHARED", "1" if job.shared else "")],
+        [("OBC_CHECKPOINT_STEP", checkpoints.step if checkpoints else ""),
+         ("OBC_CHECK_OUTPUT_DIR", "1" if job.checked_output_dir else ""),
+         *([("OBC_CHECKPOINTS_OWN_FOLDER", "1" if checkpoints.own_folder else ""),
+            ("OBC_PREPARED_DIR", checkpoints.prepared_dir or "")] if checkpoints else [])],
+        [("OBC_RESUME", checkpoints.resume if job.resumes else ""),
+         *([("OBC_TRAINER_OUTPUT_DIR", checkpoints.output_dir)] if job.resumes else [])],
+        [("OBC_CHECKPOINT_TRIGGER", on_signal.trigger if on_signal else ""),
+         *([("OBC_CHECKPOINT_GRACE", on_signal.grace)] if on_signal else [])],
+        [("OBC_RETRY_MAX", retry.max if retry else ""),
+         *([("OBC_RETRY_EXIT_CODES", " ".join(str(code) for code in retry.exit_codes)),
+            ("OBC_RETRY_REQUEUES", "1" if slurm else "")] if retry else [])],
+        [("OBC_TIME_LIMIT_SIGNAL", slurm.signal_name if job.requeues_at_time_limit else ""),
+         *([("OBC_MAX_RESTARTS", slurm.max_restarts)] if job.requeues_at_time_limit else [])],
+        [("OBC_NODE_STEPS", " ".join(job.node_steps)),
+         *([("OBC_MASTER_PORT", slurm.rendezvous_port),
+            ("OBC_GPUS_PER_NODE", slurm.gpus_per_node),
+            ("OBC_TORCHRUN_STEP", slurm.torchrun_step or "")] if job.node_steps else [])],
+        runtime,
+    ]
+    return [group for group in groups if group]
 
 
 def _runtime_name(job: Job) -> str:

@@ -236,14 +236,17 @@ def _environment() -> jinja2.Environment:
 def render_job(job: Job, printer: Printer = _REAL) -> str:
     """Return the job.sh of `job`, its values written by `printer`."""
     template = _environment().get_template(_TEMPLATES[type(job.runtime)])
-    values = settings(job)
+    groups = settings(job)
+    off = [name for group in groups if all(value == "" for _, value in group)
+           for name, _ in group]
     text = template.render(
         job=job, generated_line=f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.",
         library_line=library_line(job), help_lines=help_lines(job),
         parts=library_parts(job),
-        settings=[(ShellText(name), value) for name, value in values if value != ""],
-        # The switches that are off, on one line: `OBC_SHARED='' OBC_RESUME=''`.
-        settings_off=ShellText(" ".join(f"{name}=''" for name, value in values if value == "")),
+        settings=[[(ShellText(name), value) for name, value in group] for group in groups
+                  if any(value != "" for _, value in group)],
+        # The switches of the features the job has not, on one line: `OBC_RETRY_MAX='' …`.
+        settings_off=ShellText(" ".join(f"{name}=''" for name in off)),
         **{_PRINTER: printer})
     # The job's meaning, last: `obc plan` reads it back from the script on disk.
     return f"{text}\n{printer.comment(record_lines(job))}\n"

@@ -37,6 +37,20 @@ obc_preflight_failure() {
   OBC_FAILED=1
 }
 
+# obc_needs FIELD NAME...: a preflight failure for each variable NAME (a name the job writes,
+# never one it read) that is not set or is empty, which FIELD of the run file (a path in it)
+# needs.
+# shellcheck disable=SC2329 # called by the job for a path that names variables, if any
+obc_needs() {
+  OBC_FIELD=$1
+  shift
+  for OBC_WORD in "$@"; do
+    case $OBC_WORD in '' | [!A-Za-z_]* | *[!A-Za-z0-9_]*) continue ;; esac
+    eval "OBC_VALUE=\${$OBC_WORD:-}"
+    [ -n "$OBC_VALUE" ] || obc_preflight_failure "\$$OBC_WORD is not set or empty, and $OBC_FIELD needs it"
+  done
+}
+
 # Prints where PATH-like list $2 has the program $1, as a process started with that PATH
 # would find it (builtins and functions do not count: steps run programs).
 obc_which() {

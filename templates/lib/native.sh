@@ -57,6 +57,7 @@ EOF
 # neither the user's nor root's, or that group or others can write (a folder only with the
 # sticky bit, as /tmp), or a link of another user's. FIELD names it in the run file. With
 # paths.shared (OBC_SHARED), the team's folders are trusted.
+# shellcheck disable=SC2329 # called for the venv and the env file, if the job has them
 obc_check_trusted() {
   [ -z "$OBC_SHARED" ] || return 0
   OBC_WHAT=$1
