@@ -16,6 +16,7 @@ obc_step_command() {
 # unless another node's part failed first (obc_first_failure). The shell waits for the step
 # through any signal (its trap does nothing): Slurm sends each one to every process of the
 # task, and the task ends with the step's own code.
+# shellcheck disable=SC2016 # expanded by the node's shell
 OBC_NODE_PART='
   NODE_RANK=$SLURM_NODEID failed=$1
   export NODE_RANK

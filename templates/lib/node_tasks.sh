@@ -36,6 +36,7 @@ obc_copy_self() {
 # runs that only if its sha256 is $2, the one preflight took on the first node; else it
 # says which node refuses and why, and exits 3. Its text is srun's argument, never a file.
 # A check that fails records it at $3, as the node's part does (obc_node_task).
+# shellcheck disable=SC2016 # expanded by the node's shell
 OBC_NODE_CHECK='
   node=${SLURMD_NODENAME:-$(uname -n)} rank=$SLURM_NODEID shared=$1 sum=$2 failed=$3
   shift 3

@@ -11,6 +11,7 @@ obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
   env kill -s TERM -- "${OBC_TERM_GROUP:+-}$OBC_CHILD" 2>/dev/null
   # (In a subshell that execs, as in obc_start: so that $! is the killer's own process.)
+  # shellcheck disable=SC2016 # expanded by the killer's shell
   (exec setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" \
     "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!

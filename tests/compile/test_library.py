@@ -3,14 +3,19 @@ shell that shellcheck passes as written, and the same bytes in every script that
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import subprocess
 
 import pytest
 
+from compiler import __version__
 from compiler.check.shellcheck import SHELLCHECK_ARGS, find_shellcheck
+from compiler.core import shell
 from compiler.model.slurm import SLURM_ENDED_STATES
 from compiler.pipeline.pipeline import Options, compile_files
+from compiler.render.library import SIGNAL_NUMBERS, library_parts, part_text
 from tests.conftest import REPO, compile_text
 
 PARTS = {path.stem: path.read_text(encoding="utf-8")
@@ -89,3 +94,80 @@ def test_the_records_part_knows_the_slurm_states_obc_status_knows():
     states = {state.strip() for line in patterns.splitlines()
               for state in line.split(")")[0].split("|") if line.strip()}
     assert states == set(SLURM_ENDED_STATES)
+
+
+# The job part (README, "The job first, the library once"): at most this many lines, its
+# header included and its embedded files counted apart, for these examples.
+JOB_PART_GOALS = {"docker-qlora": 120, "slurm-multinode": 160}
+
+
+def library_block(text: str) -> tuple[int, int]:
+    """Where the library's parts are in a script: from the first part's first character to
+    the blank line before `obc_main "$@"`."""
+    start = text.index("\n# --- obc's library: ") + 1
+    return start, text.rindex('\n\nobc_main "$@"\n') + 1
+
+
+def job_part(script) -> list[str]:
+    """The lines of a script that are not the library's, without its embedded files' bodies."""
+    start, end = library_block(script.text)
+    lines = (script.text[:start] + script.text[end:]).splitlines()
+    embedded = sum(len(file.content.splitlines()) for file in script.job.files)
+    return lines[:len(lines) - embedded]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """Every example's scripts, with their jobs, by job id."""
+    examples = sorted((REPO / "examples").glob("*.yaml"))
+    result = compile_files(examples, out=None, options=Options(cache=False))
+    assert not result.diagnostics
+    return {script.job.id: script for script in result.scripts}
+
+
+def test_the_job_part_of_an_example_is_within_its_goal(compiled):
+    counts = {job_id: len(job_part(script)) for job_id, script in compiled.items()}
+    for job_id, goal in JOB_PART_GOALS.items():
+        assert counts[job_id] <= goal, counts
+
+
+def test_a_script_embeds_the_parts_library_parts_names_in_its_order_and_nothing_between(
+        compiled):
+    for script in compiled.values():
+        start, end = library_block(script.text)
+        assert script.text[start:end] == "\n".join(
+            part_text(name) for name in library_parts(script.job))
+
+
+def test_the_header_names_each_embedded_part_by_its_sha256(compiled):
+    for script in compiled.values():
+        line = next(line for line in script.text.splitlines() if line.startswith("# library  "))
+        version, _, listing = line.removeprefix("# library  obc ").partition(" ")
+        assert version == __version__
+        named = dict(entry.split(" ") for entry in listing.split(", "))
+        start, end = library_block(script.text)
+        block = script.text[start:end]
+        assert list(named) == list(library_parts(script.job))
+        for name, digest in named.items():
+            assert digest == "sha256:" + hashlib.sha256(part_text(name).encode()).hexdigest()
+            assert part_text(name) in block
+
+
+def test_two_runs_of_a_sweep_differ_in_no_line_of_the_library(compiled):
+    runs = [script for script in compiled.values() if script.job.sweep is not None]
+    assert len(runs) >= 2
+    blocks = {script.text[slice(*library_block(script.text))] for script in runs}
+    assert len(blocks) == 1
+
+
+def test_the_words_part_quotes_as_shell_py_does():
+    # obc_quote prints a word bare or quoted by the same rule as compiler/core/shell.py.
+    case = PARTS["words"].split("obc_quote() {\n  case $1 in\n", 1)[1].split(")", 1)[0]
+    assert case == (f"    '' | *[!{shell.PLAIN_CHARS}]* | "
+                    + " | ".join(shell.quote(word) for word in sorted(shell.RESERVED_WORDS)))
+
+
+def test_the_main_part_numbers_the_signals_as_obc_does():
+    function = PARTS["main"].split("obc_signal_number() {", 1)[1].split("\n}", 1)[0]
+    numbers = dict(re.findall(r"(\w+)\) echo (\d+) ;;", function))
+    assert {name: int(number) for name, number in numbers.items()} == SIGNAL_NUMBERS
