@@ -36,6 +36,8 @@ MAX_DEPTH = 16
 KEY_FIELDS: dict[type, str] = {Mount: "target", SweepEntry: "id"}
 # Record 2 keeps a hashed text as an object; record 1 kept it as a "sha256:…" string, which a
 # value could be too, so this obc does not read it.
+# How the record's marker line starts in a script, whatever its number.
+RECORD_PREFIX = "# --- obc plan record "
 RECORD_MARKER = "--- obc plan record 2: what this job means, as `obc plan` reads it back ---"
 # The key that names a runtime variant in its mapping (read only where the model has one),
 # and the one key of a text kept as its hash.
