@@ -73,7 +73,7 @@ def library_line(job: Job) -> str:
     """The header's line that names each part `job` embeds, by obc's version and its sha256:
     `library  obc 0.3.0 core sha256:…, main sha256:…`. One line, however long: a program
     reads it back by splitting it on `, ` (`read_library`)."""
-    parts = ", ".join(f"{name} {part_sha256(name)}" for name in library_parts(job))
+    parts = ", ".join(f"{name} {digest}" for name, digest in named_parts(job))
     return f"{LIBRARY_LINE_PREFIX}{job.obc_version} {parts}"
 
 
@@ -88,6 +88,18 @@ def released_parts() -> dict[str, dict[str, str]]:
 
 # A part's first line, as every part under templates/lib/ starts.
 _SECTION = re.compile(r"# --- obc's library: (\w+) -*")
+
+
+def job_part(text: str) -> str:
+    """A script's text before its library: its header and the job (all of it, if it embeds
+    no library)."""
+    match = re.search(r"^# --- obc's library: \w+ -*$", text, flags=re.M)
+    return text[:match.start()] if match else text
+
+
+def named_parts(job: Job) -> tuple[tuple[str, str], ...]:
+    """The parts `job` embeds with their sha256, as its header's library line names them."""
+    return tuple((name, part_sha256(name)) for name in library_parts(job))
 MAIN_CALL = 'obc_main "$@"'
 
 
