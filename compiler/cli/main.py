@@ -29,6 +29,7 @@ from ..pipeline.write import Settle, apply, discard, write_atomic
 from ..read.lockfile import default_lock_path, format_lock
 from ..read.sources import allowed_folders
 from ..status.run_status import format_state, read_state
+from ..verify.verify import Verdict, format_verdict, verify_text
 from .reporters import REPORTERS
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -116,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--format", choices=["text", "json"], default="text",
                         help="one line per run dir: text (default), or JSON with the record "
                              "job.sh --status prints")
+    verify = commands.add_parser("verify", help="prove that each job.sh embeds exactly the "
+                                                "library its obc release shipped")
+    verify.add_argument("scripts", nargs="+", type=Path, metavar="JOB_SH")
+    verify.add_argument("--format", choices=["text", "json"], default="text",
+                        help="one line per script: text (default), or JSON")
     return parser
 
 
@@ -166,6 +172,25 @@ def _status(args: argparse.Namespace) -> int:
         else:
             print(visible(format_state(state)))
     return EXIT_INVALID if any(state.problem for state in states) else EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    verdicts = [(path, _verdict(path)) for path in args.scripts]
+    for path, verdict in verdicts:
+        if args.format == "json":
+            print(json.dumps({"script": str(path), "verified": verdict.verified,
+                              "obc_version": verdict.version, "parts": list(verdict.parts),
+                              "problems": list(verdict.problems)}))
+        else:
+            print(visible(f"{path}: {format_verdict(verdict)}"))
+    return EXIT_OK if all(verdict.verified for _, verdict in verdicts) else EXIT_INVALID
+
+
+def _verdict(path: Path) -> Verdict:
+    try:
+        return verify_text(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        return Verdict(None, (), (f"cannot be read: {error}",))
 
 
 def _seconds(text: str) -> float:
@@ -405,4 +430,4 @@ def _lock_change(image: str, old: str | None, new: str | None) -> str | None:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compile": _compile, "plan": _plan, "validate": _validate, "lock": _lock, "schema": _schema,
-    "status": _status}
+    "status": _status, "verify": _verify}

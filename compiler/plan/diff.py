@@ -9,6 +9,7 @@ the model is named by its path, so that a field the model gains shows up unaided
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +21,7 @@ from ..core.text import visible
 from ..model.job import Job
 from ..pipeline.changes import Change, CompileNamed, Elsewhere, changes_to
 from ..pipeline.pipeline import Script
+from ..render.library import LIBRARY_LINE_PREFIX, job_part, named_parts, read_library
 from ..render.meaning import JOB, SWEEP, VARIANT_KEY, Digest, Part, meaning, read_record
 from ..render.sweep import Sweep, SweepFile
 from ..validate.policy_rules import Judgement
@@ -41,6 +43,9 @@ ORDERED = {("steps",), ("runtime", "mounts")}
 # else changed (a comment edited in the run file). A sweep.sh's runs' sha256: each job.sh
 # that changes has a line of its own.
 PROVENANCE = {("inputs",), ("runs", "*", "checksum")}
+# The obc version that wrote a job.sh: said once for all scripts, with what changed in the
+# library (LibraryChange), not in each script's line.
+VERSION = ("obc_version",)
 
 # A script edited after obc wrote it is named by its first MAX_EDITS edited lines, each cut to
 # MAX_EDIT_WIDTH characters.
@@ -244,6 +249,61 @@ def _diff_mappings(old: dict, new: dict, path: tuple[str, ...], part: Part) -> \
 
 
 @dataclass(frozen=True, slots=True)
+class LibraryChange:
+    """How the library a job.sh embeds changes: from the obc version and parts its header
+    names on disk (none for a script of obc 0.2 or older) to those compile would write. The
+    changes of many scripts are said together, once (`library_lines`)."""
+
+    before_version: str
+    after_version: str
+    changed: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @property
+    def versions(self) -> str:
+        return (f"obc {self.after_version}" if self.before_version == self.after_version
+                else f"obc {self.before_version} → {self.after_version}")
+
+
+def library_change(text: str, job: Job, old_version: str) -> LibraryChange | None:
+    """How the library of the script `text` on disk changes when compile writes `job`'s; None
+    if it does not."""
+    before = read_library(text)
+    old = dict(before.named) if before else {}
+    new = dict(named_parts(job))
+    version = before.version if before else old_version
+    if old == new and version == job.obc_version:
+        return None
+    return LibraryChange(version, job.obc_version,
+                         tuple(name for name in new if name in old and old[name] != new[name]),
+                         tuple(name for name in new if name not in old),
+                         tuple(name for name in old if name not in new))
+
+
+def library_lines(plans: Iterable[ScriptPlan]) -> list[str]:
+    """The library changes of all `plans`, one line for each change of obc version however
+    many scripts it is in: `library obc 0.3.0 → 0.3.1 in 12 scripts: core changed`."""
+    together: dict[str, list[LibraryChange]] = {}
+    for plan in plans:
+        if plan.library is not None:
+            together.setdefault(plan.library.versions, []).append(plan.library)
+    return [visible(f"library {versions} in {len(changes)} script"
+                    f"{'s' if len(changes) > 1 else ''}: {_parts_changed(changes)}")
+            for versions, changes in together.items()]
+
+
+def _parts_changed(changes: list[LibraryChange]) -> str:
+    """`core, main changed; docker added`: each part once, by how it changes in any script."""
+    said = []
+    for verb in ("changed", "added", "removed"):
+        names = dict.fromkeys(name for change in changes for name in getattr(change, verb))
+        if names:
+            said.append(f"{', '.join(names)} {verb}")
+    return "; ".join(said) or "the same parts"
+
+
+@dataclass(frozen=True, slots=True)
 class ScriptPlan:
     """What compile would do to one script under OUT, and why."""
 
@@ -260,6 +320,8 @@ class ScriptPlan:
     same_meaning: bool = False
     # The site policy's verdicts on the job (None for a sweep.sh, or a script not compiled).
     judgement: Judgement | None = None
+    # How its library changes, said once for every script it is in (library_lines).
+    library: LibraryChange | None = None
 
     @property
     def billed(self) -> bool:
@@ -269,7 +331,8 @@ class ScriptPlan:
 
     def line(self) -> str:
         """Return the one-line summary: `~ out/b/job.sh: image digest changed; gpus 2 → 4`."""
-        what = [change.text() for change in self.changes] + ([self.note] if self.note else [])
+        what = [change.text() for change in self.changes] + ([self.note] if self.note else []) \
+            + ([f"library {self.library.versions} (below)"] if self.library else [])
         return f"{SYMBOLS[self.action]} {visible(self.path)}" + (
             f": {'; '.join(what)}" if what else "")
 
@@ -316,16 +379,21 @@ def _compared(path: str, text: str, job: Job | Sweep) -> ScriptPlan:
         return ScriptPlan(path, "change", note="the script on disk has no plan record this obc "
                           "reads (an earlier obc, or an edit): what it meant is not known", job=job)
     part = JOB if isinstance(job, Job) else SWEEP
+    library = library_change(text, job, str(old.get("obc_version"))) \
+        if isinstance(job, Job) else None
     changes = tuple(_with_file_detail(change, text, job)
-                    for change in diff_meaning(old, meaning(job), part=part))
+                    for change in diff_meaning(old, meaning(job), part=part)
+                    if not (library and change.path == VERSION))
     edits = _edits(old, job, text)
     note = f"the script on disk is not what obc writes for its record (edited by hand, or " \
            f"another build of obc {job.obc_version}): {edits}" if edits else ""
     if any(not _is_provenance(change.path) for change in changes):
         note = "; ".join(filter(None, (_rerun(old, job, text), note)))
         return ScriptPlan(path, "change", tuple(change for change in changes
-                                                if not _is_provenance(change.path)), note, job)
-    return ScriptPlan(path, "change", changes, note, job, same_meaning=not edits)
+                                                if not _is_provenance(change.path)), note, job,
+                          library=library)
+    return ScriptPlan(path, "change", changes, note, job, same_meaning=not edits,
+                      library=library)
 
 
 def _rerun(record: dict[str, Any], job: Job | Sweep, text: str) -> str:
@@ -346,7 +414,28 @@ def _edits(record: dict[str, Any], job: Job | Sweep, text: str) -> str:
     if record.get("obc_version") != job.obc_version:
         return ""
     written = rendered_again(record, job, text)
-    return "" if written is None else edited_lines(written, text)
+    if written is None:
+        return ""
+    # The library is compared by its parts' sha256 (LibraryChange), once for all scripts;
+    # a part edited by hand is one whose text is not the sha256 its header names.
+    edited = [f"library part {name} edited" for name in _edited_parts(text)]
+    return "; ".join(filter(None, [edited_lines(_job_alone(written), _job_alone(text)),
+                                   *edited]))
+
+
+def _job_alone(text: str) -> str:
+    """The script's job part with its header's library line cut to its start, so that the
+    lines left are the job's and keep their numbers."""
+    return re.sub(rf"^# {LIBRARY_LINE_PREFIX}.*$", f"# {LIBRARY_LINE_PREFIX}", job_part(text),
+                  count=1, flags=re.M)
+
+
+def _edited_parts(text: str) -> list[str]:
+    """The library parts `text` embeds whose text is not the one its header names."""
+    library = read_library(text)
+    named = dict(library.named) if library else {}
+    return [name for name, digest in (library.embedded if library else ())
+            if named.get(name) != digest]
 
 
 def edited_lines(expected: str, actual: str) -> str:

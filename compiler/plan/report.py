@@ -22,7 +22,7 @@ from ..model.job import SweepRun
 from ..render.meaning import DIGEST_KEY, Digest
 from ..render.summary import labelled_lines
 from .bill import Bill, SlurmBill, SweepBill, bill_of
-from .diff import SYMBOLS, ScriptPlan, totals
+from .diff import SYMBOLS, ScriptPlan, library_lines, totals
 
 PLAN_FORMAT = 2
 
@@ -148,8 +148,8 @@ def _bill_title(plan: ScriptPlan) -> str:
 
 def report_plan_text(plans: list[ScriptPlan], stream: TextIO) -> None:
     changing = _changing(plans)
-    for plan in changing:
-        print(plan.line(), file=stream)
+    for line in [plan.line() for plan in changing] + library_lines(changing):
+        print(line, file=stream)
     if changing:
         print(file=stream)
     print(f"plan: {summary_line(plans)}", file=stream)
@@ -166,7 +166,7 @@ def report_plan_github(plans: list[ScriptPlan], stream: TextIO) -> None:
     print(f"#### obc plan: {summary_line(plans)}", file=stream)
     if changing:
         # GitHub colours a diff block's `!` lines as changes; `~` lines it leaves plain.
-        lines = [_github_symbol(plan.line()) for plan in changing]
+        lines = [_github_symbol(plan.line()) for plan in changing] + library_lines(changing)
         print("\n" + _code_block("diff", lines), file=stream)
     for plan in changing:
         if plan.billed and plan.job is not None:
@@ -219,6 +219,7 @@ def _script_json(plan: ScriptPlan) -> dict[str, Any]:
                     for change in plan.changes],
         "bill": None if plan.job is None else bill_json(bill_of(plan.job)),
         "policy": None if plan.judgement is None else plan.judgement.json(),
+        "library": None if plan.library is None else dataclasses.asdict(plan.library),
     }
 
 

@@ -10,11 +10,15 @@ verifier read a script's parts back by `part_sha256`.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
+from dataclasses import dataclass
 from functools import cache
 
 from ..core.resources import data_dir
 from ..model.job import Job
 from ..model.runtimes import Apptainer, Container, Enroot, Native
+from .meaning import RECORD_PREFIX
 
 # Every part, in the order a script embeds them.
 PART_ORDER = ("core", "words", "main", "rundir", "records", "finished", "files",
@@ -54,15 +58,104 @@ def part_text(name: str) -> str:
 
 def part_sha256(name: str) -> str:
     """`sha256:HEX` of the part `name`'s bytes as a script embeds them."""
-    return "sha256:" + hashlib.sha256(part_text(name).encode()).hexdigest()
+    return sha256_of(part_text(name))
+
+
+def sha256_of(text: str) -> str:
+    """`sha256:HEX` of `text`'s UTF-8 bytes, as the header names a part."""
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+LIBRARY_LINE_PREFIX = "library  obc "
 
 
 def library_line(job: Job) -> str:
     """The header's line that names each part `job` embeds, by obc's version and its sha256:
     `library  obc 0.3.0 core sha256:…, main sha256:…`. One line, however long: a program
-    reads it back by splitting it on `, `."""
-    parts = ", ".join(f"{name} {part_sha256(name)}" for name in library_parts(job))
-    return f"library  obc {job.obc_version} {parts}"
+    reads it back by splitting it on `, ` (`read_library`)."""
+    parts = ", ".join(f"{name} {digest}" for name, digest in named_parts(job))
+    return f"{LIBRARY_LINE_PREFIX}{job.obc_version} {parts}"
+
+
+@cache
+def released_parts() -> dict[str, dict[str, str]]:
+    """The sha256 of every part each obc release embeds, by version then part
+    (templates/lib/released.json): what `obc verify` holds a script's parts to, whichever obc
+    wrote it. tests/compile/test_library.py holds this version's row to the parts as they are."""
+    path = data_dir("templates") / "lib" / "released.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+# A part's first line, as every part under templates/lib/ starts.
+_SECTION = re.compile(r"# --- obc's library: (\w+) -*")
+
+
+def job_part(text: str) -> str:
+    """A script's text before its library: its header and the job (all of it, if it embeds
+    no library)."""
+    match = re.search(r"^# --- obc's library: \w+ -*$", text, flags=re.M)
+    return text[:match.start()] if match else text
+
+
+def named_parts(job: Job) -> tuple[tuple[str, str], ...]:
+    """The parts `job` embeds with their sha256, as its header's library line names them."""
+    return tuple((name, part_sha256(name)) for name in library_parts(job))
+# The script's one call of the library, last (${1+"$@"}: posh, under set -u, refuses a bare
+# "$@" when the job is started without arguments).
+MAIN_CALL = 'obc_main ${1+"$@"}'
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedLibrary:
+    """What a script says of its library and what it holds: the version and the parts its
+    header names (name, sha256), and the parts its text embeds (name, sha256 of the text as
+    embedded), both in their order; whether the library ends in its `obc_main` call, and
+    the lines after that call that are not the plan record."""
+
+    version: str
+    named: tuple[tuple[str, str], ...]
+    embedded: tuple[tuple[str, str], ...]
+    has_main: bool
+    after: tuple[str, ...]
+
+
+def read_library(text: str) -> EmbeddedLibrary | None:
+    """Return the library a script's text names and embeds; None if its header has no library
+    line (a script of obc 0.2 or older, or not obc's)."""
+    lines = text.split("\n")
+    header = next((line[2:] for line in lines
+                   if line.startswith("# " + LIBRARY_LINE_PREFIX)), None)
+    if header is None:
+        return None
+    version, _, names = header.removeprefix(LIBRARY_LINE_PREFIX).partition(" ")
+    named = tuple(tuple(part.split(" ", 1)) for part in names.split(", ") if " " in part)
+    starts = [n for n, line in enumerate(lines) if _SECTION.fullmatch(line)]
+    end = _main_call(lines)
+    embedded = []
+    for start, stop in zip(starts, [*starts[1:], end], strict=True):
+        # Each part is followed by the one empty line the script puts between two.
+        body = lines[start:stop]
+        if body and body[-1] == "":
+            body = body[:-1]
+        name = _SECTION.fullmatch(lines[start]).group(1)  # type: ignore[union-attr]
+        embedded.append((name, sha256_of("\n".join(body) + "\n")))
+    return EmbeddedLibrary(version, named, tuple(embedded), end < len(lines),
+                           _after_library(lines[end + 1:]))
+
+
+def _main_call(lines: list[str]) -> int:
+    """The index of the script's last `obc_main` line (the library ends before it), or
+    the number of lines if it has none."""
+    return max((n for n, line in enumerate(lines) if line == MAIN_CALL), default=len(lines))
+
+
+def _after_library(rest: list[str]) -> tuple[str, ...]:
+    """The lines after the library's `obc_main` but the plan record (its marker and its
+    line of JSON) and empty ones."""
+    marker = next((n for n, line in enumerate(rest) if line.startswith(RECORD_PREFIX)), None)
+    if marker is not None:
+        del rest[marker:marker + 2]
+    return tuple(line for line in rest if line.strip())
 
 
 Setting = tuple[str, str | int]

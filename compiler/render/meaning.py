@@ -37,6 +37,8 @@ KEY_FIELDS: dict[type, str] = {Mount: "target", SweepEntry: "id"}
 # Record 3 is one line of JSON; record 2 was the same JSON over a line per field, and reads
 # alike. Record 1 kept a hashed text as a "sha256:…" string, which a value could be too, so
 # this obc does not read it.
+# How the record's marker line starts in a script, whatever its number.
+RECORD_PREFIX = "# --- obc plan record "
 RECORD_MARKER = "--- obc plan record 3: what this job means, as `obc plan` reads it back ---"
 READABLE_MARKERS = (RECORD_MARKER, RECORD_MARKER.replace("record 3", "record 2"))
 # The key that names a runtime variant in its mapping (read only where the model has one),

@@ -33,7 +33,7 @@ from ..model.runtimes import (
     Native,
 )
 from ..validate.rules.sbatch_options import sbatch_spellings
-from .library import library_line, library_parts, part_text, settings
+from .library import MAIN_CALL, library_line, library_parts, part_text, settings
 from .meaning import record_lines
 from .summary import GENERATED_PREFIX, help_lines
 from .sweep import USAGE as SWEEP_USAGE
@@ -242,7 +242,7 @@ def render_job(job: Job, printer: Printer = _REAL) -> str:
     text = template.render(
         job=job, generated_line=f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.",
         library_line=library_line(job), help_lines=help_lines(job),
-        parts=library_parts(job),
+        parts=library_parts(job), main_call=ShellText(MAIN_CALL),
         settings=[[(ShellText(name), value) for name, value in group] for group in groups
                   if any(value != "" for _, value in group)],
         # The switches of the features the job has not, on one line: `OBC_RETRY_MAX='' …`.

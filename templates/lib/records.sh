@@ -127,10 +127,12 @@ obc_slurm_job_ended() {
 # shellcheck disable=SC2086 # OBC_SIGNALS is a list of names, split on purpose
 obc_tee_log() {
   OBC_LOG=$OBC_RUN_DIR/.obc/logs/$OBC_NAME.$OBC_ATTEMPT.log
-  (trap '' $OBC_SIGNALS; exec tee -a "$OBC_LOG" < "$OBC_TMP/out") &
-  OBC_TEE_OUT=$!
   (trap '' $OBC_SIGNALS; exec tee -a "$OBC_LOG" < "$OBC_TMP/err" >&2) &
   OBC_TEE_ERR=$!
+  (trap '' $OBC_SIGNALS; exec tee -a "$OBC_LOG" < "$OBC_TMP/out") &
+  # Set last: a stop signal may run obc_close_log between any two of these lines, and it
+  # waits for the tees only once both are known.
+  OBC_TEE_OUT=$!
 }
 
 # Once the step has ended: what it left running is ended too (it would hold the log's pipes
