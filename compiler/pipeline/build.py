@@ -82,7 +82,7 @@ def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     problems = validate(source)
     if not problems:
         attachments, problems = _read_attachments(source, Embedding(project))
-    if not problems and "trainer" in source.data:
+    if not problems and "axolotl" in source.data.get("trainer", {}):
         problems = _config_problems(source, attachments)
     if problems:
         return None, problems

@@ -44,8 +44,8 @@ def check(data: dict) -> Iterator[Problem]:
 
 def _checkpoint_needs_a_trainer(data: dict) -> Iterator[Problem]:
     if "checkpoint" in data and "trainer" not in data:
-        yield Problem(("checkpoint",), "only applies to trainer.axolotl, whose train "
-                      "checkpoints when asked", at_key=True)
+        yield Problem(("checkpoint",), "only applies to a trainer (trainer.axolotl, "
+                      "trainer.torchrun), whose train checkpoints when asked", at_key=True)
 
 
 def _reaches_the_script(match: re.Match, signal: str) -> Iterator[Problem]:
