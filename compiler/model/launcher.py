@@ -15,9 +15,10 @@ LauncherKind = Literal["torchrun", "accelerate"]
 
 @dataclass(frozen=True, slots=True)
 class Launcher:
-    """How train starts the script: `kind`, `nproc_per_node` ranks a node, the script (a file
-    of the run dir) and its arguments."""
+    """How `step` (train) starts the script: `kind`, `nproc_per_node` ranks a node, the script
+    (a file of the run dir) and its arguments."""
 
+    step: str
     kind: LauncherKind
     nproc_per_node: int
     script: str

@@ -34,7 +34,7 @@ def script_name(torchrun: dict[str, Any]) -> str:
 
 def launcher(data: dict[str, Any]) -> Launcher:
     torchrun = data["trainer"]["torchrun"]
-    return Launcher(torchrun.get("launcher", DEFAULT_LAUNCHER),
+    return Launcher(TRAIN, torchrun.get("launcher", DEFAULT_LAUNCHER),
                     torchrun.get("nproc_per_node") or _gpus_of_a_node(data),
                     script_name(torchrun), tuple(torchrun.get("args", ())))
 
