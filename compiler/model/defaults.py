@@ -67,6 +67,7 @@ RUN_FILE_DEFAULTS = {
     "trainer.axolotl.merge": DEFAULT_MERGE,
     "trainer.axolotl.resume": DEFAULT_RESUME,
     "trainer.axolotl.version": DEFAULT_AXOLOTL_VERSION,
+    "trainer.llamafactory.resume": DEFAULT_RESUME,
     "trainer.torchrun.launcher": DEFAULT_LAUNCHER,
     "trainer.torchrun.output_dir": DEFAULT_TORCHRUN_OUTPUT_DIR,
     "trainer.torchrun.resume.from": DEFAULT_RESUME,

@@ -63,7 +63,8 @@ class Checkpoints:
     which complete one train starts from (README, "Preemption and resume"); `prepared_dir`,
     Axolotl's prepared dataset when it is in the run dir, is set aside with the checkpoints
     when the job starts over.
-    `resume_flag` is the option train takes the checkpoint's path with."""
+    `resume_flag` is the option train takes the checkpoint's path with (one that ends in `=`
+    takes it in the same word), `resume_field` the run file's field that chose `resume`."""
 
     step: str
     output_dir: str
@@ -72,6 +73,7 @@ class Checkpoints:
     resume: Resume
     prepared_dir: str | None = None
     resume_flag: str = "--resume-from-checkpoint"
+    resume_field: str = "trainer.axolotl.resume"
 
     @property
     def own_folder(self) -> bool:

@@ -47,7 +47,7 @@ from ..model.runtimes import (
 from ..model.slurm import Slurm, default_signal
 from ..read.axolotl import read_config
 from ..read.load import CONFIG_FIELD, Path_
-from . import torchrun, trainer
+from . import llamafactory, torchrun, trainer
 
 # Axolotl sends no telemetry (with no network, it would keep `axolotl train` from exiting),
 # and a resumed run continues its W&B run (the job sets WANDB_RUN_ID, which needs the run
@@ -67,6 +67,8 @@ def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
         fields.append((CONFIG_FIELD, config))
     if "torchrun" in data.get("trainer", {}):
         fields.append((torchrun.SCRIPT_FIELD, data["trainer"]["torchrun"]["script"]))
+    if "llamafactory" in data.get("trainer", {}):
+        fields += llamafactory.config_fields(data)
     fields += [(("files", name), source) for name, source in data.get("files", {}).items()]
     return fields
 
@@ -81,13 +83,15 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     job_id = data["id"]
     paths = data.get("paths", {})
     cache_default = None if kind == "native" else DEFAULT_CACHE_DIR
-    slurm = _slurm(data["slurm"], job_id, "trainer" in data, "retry" in data) \
+    launched = bool({"axolotl", "torchrun"} & set(data.get("trainer", {})))
+    slurm = _slurm(data["slurm"], job_id, launched, "retry" in data) \
         if "slurm" in data else None
     runtime_model = _runtime(runtime, digests,
                              multi_node=slurm is not None and slurm.multi_node)
     config = _axolotl_config(data, attachments)
     mounts = None if kind == "native" else runtime_model.mounts
     script = "torchrun" in data.get("trainer", {})
+    factory = _llamafactory_config(data, attachments)
     return Job(
         id=job_id,
         source_file=source_file,
@@ -105,6 +109,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
         slurm=slurm,
         checkpoints=torchrun.checkpoints(data, mounts) if script else
+        llamafactory.checkpoints(data, factory, mounts) if factory is not None else
         None if config is None else trainer.checkpoints(data, config, mounts),
         on_signal=torchrun.signal_grace(data) if script else
         None if config is None else trainer.signal_checkpoint(data, config),
@@ -121,6 +126,16 @@ def _axolotl_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
         return None
     config = data["trainer"]["axolotl"]["config"]
     return read_config(attachments[CONFIG_FIELD]) if isinstance(config, str) else config
+
+
+def _llamafactory_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
+        dict[str, Any] | None:
+    """LLaMA-Factory's training config as data: what its file holds, or the inline mapping."""
+    if "llamafactory" not in data.get("trainer", {}):
+        return None
+    config = data["trainer"]["llamafactory"]["config"]
+    return read_config(attachments[llamafactory.CONFIG_FIELD]) if isinstance(config, str) \
+        else config
 
 
 def _retry(retry: dict[str, Any] | None) -> Retry | None:
@@ -170,7 +185,8 @@ def _steps(data: dict[str, Any]) -> tuple[Step, ...]:
     step says otherwise."""
     trainers = data.get("trainer", {})
     first = trainer.axolotl_steps(trainers["axolotl"]) if "axolotl" in trainers else \
-        torchrun.steps(data) if "torchrun" in trainers else ()
+        torchrun.steps(data) if "torchrun" in trainers else \
+        llamafactory.steps(data) if "llamafactory" in trainers else ()
     return first + tuple(
         Step(step["name"], tuple(step["run"]),
              step.get("nodes", "all" if step["name"] == "train" else "first"))
@@ -213,6 +229,8 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun 
         files.append(file)
     if "torchrun" in data.get("trainer", {}):
         files.append(torchrun.script_file(data, attachments[torchrun.SCRIPT_FIELD]))
+    if "llamafactory" in data.get("trainer", {}):
+        files += llamafactory.files(data, attachments)
     for name, source in data.get("files", {}).items():
         files.append(EmbeddedFile(name, attachments[("files", name)], source))
     return tuple(files)
@@ -224,6 +242,7 @@ def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str],
     trainers = data.get("trainer", {})
     defaults = AXOLOTL_ENV if "axolotl" in trainers else \
         torchrun.TORCHRUN_ENV if "torchrun" in trainers else \
+        llamafactory.env(data) if "llamafactory" in trainers else \
         NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
     secrets = {_secret(item).name for item in data.get("secrets", ())}
     if sweep is not None and WANDB_GROUP not in secrets:

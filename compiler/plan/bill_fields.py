@@ -57,7 +57,7 @@ BILLED: dict[str, str] = {
         "rendezvous_port", "max_restarts", "requeues_itself", "torchrun_step")},
     **{f"checkpoints.{name}": "checkpoints" for name in (
         "step", "output_dir", "host_base", "host_rest", "resume", "prepared_dir",
-        "resume_flag")},
+        "resume_flag", "resume_field")},
     **{f"launcher.{name}": "commands" for name in (
         "step", "kind", "nproc_per_node", "script", "args")},
     "on_signal.grace": "stop",
