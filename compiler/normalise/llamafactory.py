@@ -60,16 +60,14 @@ def env(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 def files(data: dict[str, Any], attachments: dict[Path_, str]) -> tuple[EmbeddedFile, ...]:
     """The configs as the job writes them: a file as it is, an inline mapping as YAML."""
     given = data["trainer"]["llamafactory"]
-    return tuple(
-        EmbeddedFile(name, attachments[path] if isinstance(given[path[-1]], str)
-                     else dump_config(given[path[-1]]),
-                     given[path[-1]] if isinstance(given[path[-1]], str) else field_name(path))
-        for path, name in ((CONFIG_FIELD, CONFIG_NAME), (EXPORT_FIELD, EXPORT_NAME))
-        if path[-1] in given)
-
-
-def field_name(path: Path_) -> str:
-    return ".".join(str(part) for part in path)
+    written = []
+    for path, name in ((CONFIG_FIELD, CONFIG_NAME), (EXPORT_FIELD, EXPORT_NAME)):
+        config = given.get(path[-1])
+        if isinstance(config, str):
+            written.append(EmbeddedFile(name, attachments[path], config))
+        elif config is not None:
+            written.append(EmbeddedFile(name, dump_config(config), ".".join(path)))
+    return tuple(written)
 
 
 def checkpoints(data: dict[str, Any], config: dict[str, Any],
