@@ -2,7 +2,8 @@
 torchrun or `accelerate launch`, with so many ranks a node.
 
 The step's command is the launch on one machine (`one_node`); on several Slurm nodes the script
-(slurm.sh.j2, torchrun.sh.j2) puts the rendezvous obc computes in place of its `local_words`.
+(the library's parts slurm and launcher) puts the rendezvous obc computes in place of its
+`local_words`.
 """
 
 from __future__ import annotations

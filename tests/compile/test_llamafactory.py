@@ -42,11 +42,12 @@ def test_the_steps_and_the_rendezvous_on_several_nodes(tmp_path):
                         "slurm: {nodes: 2, gpus_per_node: 4}\n")
     assert run_obc("compile", str(run_file), "-o", str(tmp_path / "out")).code == 0
     lines = (tmp_path / "out/r/job.sh").read_text().splitlines()
-    assert "obc_step 1 train llamafactory-cli train llamafactory.yaml" in lines
-    assert "obc_step 2 export llamafactory-cli export llamafactory-export.yaml" in lines
+    assert "  obc_step 1 train llamafactory-cli train llamafactory.yaml" in lines
+    assert "  obc_step 2 export llamafactory-cli export llamafactory-export.yaml" in lines
     assert "# steps       1. train (on every node): llamafactory-cli train llamafactory.yaml" \
         in lines
     # LLaMA-Factory starts torchrun itself: train's command gets no launcher options.
-    assert not any("--launcher torchrun" in line for line in lines)
+    assert "OBC_NODE_STEPS=train OBC_MASTER_PORT=29500 OBC_GPUS_PER_NODE=4 " \
+        "OBC_TORCHRUN_STEP=''" in lines
     assert "  export MASTER_ADDR MASTER_PORT NNODES NODE_RANK GPUS_PER_NODE" in lines
     assert "# env         FORCE_TORCHRUN=1" in lines and "#             NPROC_PER_NODE=4" in lines

@@ -89,12 +89,13 @@ def test_the_step_train_is_the_trainers(tmp_path):
 
 @pytest.mark.parametrize(("torchrun", "more", "launch"), [
     ("args: [--lr, '1e-4']", "",
-     "obc_step 1 train torchrun --standalone --nproc_per_node 1 train.py --lr 1e-4"),
-    ("nproc_per_node: 4", "", "obc_step 1 train torchrun --standalone --nproc_per_node 4 train.py"),
+     "  obc_step 1 train torchrun --standalone --nproc_per_node 1 train.py --lr 1e-4"),
+    ("nproc_per_node: 4", "",
+     "  obc_step 1 train torchrun --standalone --nproc_per_node 4 train.py"),
     ("launcher: torchrun", "slurm: {nodes: 2, gpus_per_node: 8}\n",
-     "obc_step 1 train torchrun --standalone --nproc_per_node 8 train.py"),
+     "  obc_step 1 train torchrun --standalone --nproc_per_node 8 train.py"),
     ("launcher: accelerate", "",
-     "obc_step 1 train accelerate launch --multi_gpu --num_machines 1 --num_processes 1 "
+     "  obc_step 1 train accelerate launch --multi_gpu --num_machines 1 --num_processes 1 "
      "train.py"),
 ])
 def test_train_launches_the_script_with_its_ranks(tmp_path, torchrun, more, launch):
@@ -109,23 +110,25 @@ def test_the_ranks_default_to_the_gpus_listed(tmp_path):
         "version: 1\nid: r\nruntime: {kind: docker, gpus: [0, 1, 2]}\n"
         "trainer: {torchrun: {script: train.py}}\n")
     assert run_obc("compile", str(tmp_path / "run.yaml"), "-o", str(tmp_path / "out")).code == 0
-    assert "obc_step 1 train torchrun --standalone --nproc_per_node 3 train.py" in \
+    assert "  obc_step 1 train torchrun --standalone --nproc_per_node 3 train.py" in \
         (tmp_path / "out/r/job.sh").read_text().splitlines()
 
 
 def test_resume_is_opt_in_and_takes_the_run_files_flag(tmp_path):
     without = compiled(tmp_path, "output_dir: out")
-    assert "--resume-from" not in without and "obc_choose_checkpoint" not in without
+    assert "OBC_RESUME=''" in without and "obc's library: checkpoints" not in without
     script = compiled(tmp_path, "output_dir: out, resume: {flag: --resume_from_checkpoint}")
-    assert '    [ -z "$OBC_RESUMED_FROM" ] || set -- "$@" --resume_from_checkpoint ' \
-        '"$OBC_RESUMED_FROM"' in script.splitlines()
-    assert "OBC_CHECKPOINTS=$OBC_RUN_DIR/out" in script.splitlines()
+    assert "OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.torchrun.resume.from " \
+        "OBC_TRAINER_OUTPUT_DIR=out OBC_RESUME_FLAG=--resume_from_checkpoint" in \
+        script.splitlines()
+    assert "  OBC_CHECKPOINTS=$OBC_RUN_DIR/out" in script.splitlines()
 
 
 def test_on_a_stop_signal_train_gets_the_grace_more(tmp_path):
     script = compiled(tmp_path, "launcher: torchrun", "checkpoint: {grace: 30}\n")
-    assert "  OBC_STOP_TIMEOUT=$((OBC_STOP_TIMEOUT + 30))" in script.splitlines()
+    assert "OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE=1 OBC_CHECKPOINT_GRACE=30" in \
+        script.splitlines()
     assert "# stop        during train: TERM, passed on by torchrun to the script's ranks, " \
         "then KILL after 30 s (grace) + 60 s" in script.splitlines()
-    assert "obc_give_grace" not in compiled(tmp_path, "launcher: torchrun",
-                                            "checkpoint: {on_signal: false}\n")
+    without = compiled(tmp_path, "launcher: torchrun", "checkpoint: {on_signal: false}\n")
+    assert "OBC_GIVE_GRACE=''" in without and "OBC_CHECKPOINT_GRACE=" not in without
