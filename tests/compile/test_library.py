@@ -103,9 +103,9 @@ JOB_PART_GOALS = {"docker-qlora": 120, "slurm-multinode": 160}
 
 def library_block(text: str) -> tuple[int, int]:
     """Where the library's parts are in a script: from the first part's first character to
-    the blank line before `obc_main "$@"`."""
+    the blank line before `obc_main ${1+"$@"}`."""
     start = text.index("\n# --- obc's library: ") + 1
-    return start, text.rindex('\n\nobc_main "$@"\n') + 1
+    return start, text.rindex('\n\nobc_main ${1+"$@"}\n') + 1
 
 
 def job_part(script) -> list[str]:
