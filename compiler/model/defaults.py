@@ -25,6 +25,12 @@ DEFAULT_IMAGE = (
 )
 # The Axolotl release a config is checked against when the run file names none: the image's.
 DEFAULT_AXOLOTL_VERSION = "0.19"
+# trainer.torchrun: the launcher, where the script writes its checkpoints, which of them train
+# resumes from (with resume.flag), and the ranks of a node when neither Slurm nor
+# runtime.gpus says how many GPUs it has.
+DEFAULT_LAUNCHER = "torchrun"
+DEFAULT_TORCHRUN_OUTPUT_DIR = "output"
+DEFAULT_NPROC_PER_NODE = 1
 # Seconds a stopped step has between TERM and KILL: a trainer that saves on TERM needs more
 # than the engines' 10 s.
 DEFAULT_STOP_TIMEOUT = 60
@@ -61,6 +67,10 @@ RUN_FILE_DEFAULTS = {
     "trainer.axolotl.merge": DEFAULT_MERGE,
     "trainer.axolotl.resume": DEFAULT_RESUME,
     "trainer.axolotl.version": DEFAULT_AXOLOTL_VERSION,
+    "trainer.llamafactory.resume": DEFAULT_RESUME,
+    "trainer.torchrun.launcher": DEFAULT_LAUNCHER,
+    "trainer.torchrun.output_dir": DEFAULT_TORCHRUN_OUTPUT_DIR,
+    "trainer.torchrun.resume.from": DEFAULT_RESUME,
     "checkpoint.on_signal": DEFAULT_ON_SIGNAL,
     "checkpoint.grace": DEFAULT_GRACE,
     "checkpoint.check_interval": DEFAULT_CHECK_INTERVAL,

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+from .launcher import Launcher
 from .runtimes import CONTAINER_CACHE_DIR, Apptainer, Container, Enroot, Gpus, Native
 from .slurm import RENDEZVOUS_NAMES, Slurm
 
@@ -55,12 +56,15 @@ class Secret:
 
 @dataclass(frozen=True, slots=True)
 class Checkpoints:
-    """Where Axolotl's train step writes its checkpoint-N folders: its output_dir as the
-    trainer sees it (relative to the run dir, or absolute in its container), and where the
-    script finds it: `host_base` (None: the run dir; else a folder on the machine, such as a
-    mount's source) joined with `host_rest`. `resume` says which complete one train starts
-    from (README, "Preemption and resume"); `prepared_dir`, Axolotl's prepared dataset when
-    it is in the run dir, is set aside with the checkpoints when the job starts over."""
+    """Where the train step (Axolotl's, or a script's under torchrun) writes its checkpoint-N
+    folders: its output_dir as the trainer sees it (relative to the run dir, or absolute in
+    its container), and where the script finds it: `host_base` (None: the run dir; else a
+    folder on the machine, such as a mount's source) joined with `host_rest`. `resume` says
+    which complete one train starts from (README, "Preemption and resume"); `prepared_dir`,
+    Axolotl's prepared dataset when it is in the run dir, is set aside with the checkpoints
+    when the job starts over.
+    `resume_flag` is the option train takes the checkpoint's path with (one that ends in `=`
+    takes it in the same word), `resume_field` the run file's field that chose `resume`."""
 
     step: str
     output_dir: str
@@ -68,6 +72,8 @@ class Checkpoints:
     host_rest: str
     resume: Resume
     prepared_dir: str | None = None
+    resume_flag: str = "--resume-from-checkpoint"
+    resume_field: str = "trainer.axolotl.resume"
 
     @property
     def own_folder(self) -> bool:
@@ -84,10 +90,12 @@ class Checkpoints:
 @dataclass(frozen=True, slots=True)
 class OnSignal:
     """On a stop signal, ask Axolotl for a checkpoint (its dynamic_checkpoint `trigger` file
-    in output_dir) and wait up to `grace` seconds for it before stopping the step."""
+    in output_dir) and wait up to `grace` seconds for it before stopping the step; with no
+    trigger (a script under torchrun, which saves on TERM itself), pass the signal on and
+    give train `grace` seconds more before KILL."""
 
     grace: int
-    trigger: str
+    trigger: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +167,8 @@ class Job:
     # the lock entry of its image. The pipeline sets it: it has the bytes.
     inputs: str = ""
     sweep: SweepRun | None = None
+    # trainer.torchrun: how train launches the script.
+    launcher: Launcher | None = None
 
     @property
     def wandb_run_id(self) -> bool:

@@ -47,7 +47,7 @@ from ..model.runtimes import (
 from ..model.slurm import Slurm, default_signal
 from ..read.axolotl import read_config
 from ..read.load import CONFIG_FIELD, Path_
-from . import trainer
+from . import llamafactory, torchrun, trainer
 
 # Axolotl sends no telemetry (with no network, it would keep `axolotl train` from exiting),
 # and a resumed run continues its W&B run (the job sets WANDB_RUN_ID, which needs the run
@@ -65,6 +65,10 @@ def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
     config = data.get("trainer", {}).get("axolotl", {}).get("config")
     if isinstance(config, str):
         fields.append((CONFIG_FIELD, config))
+    if "torchrun" in data.get("trainer", {}):
+        fields.append((torchrun.SCRIPT_FIELD, data["trainer"]["torchrun"]["script"]))
+    if "llamafactory" in data.get("trainer", {}):
+        fields += llamafactory.config_fields(data)
     fields += [(("files", name), source) for name, source in data.get("files", {}).items()]
     return fields
 
@@ -79,12 +83,15 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     job_id = data["id"]
     paths = data.get("paths", {})
     cache_default = None if kind == "native" else DEFAULT_CACHE_DIR
-    slurm = _slurm(data["slurm"], job_id, "trainer" in data, "retry" in data) \
+    launched = bool({"axolotl", "torchrun"} & set(data.get("trainer", {})))
+    slurm = _slurm(data["slurm"], job_id, launched, "retry" in data) \
         if "slurm" in data else None
     runtime_model = _runtime(runtime, digests,
                              multi_node=slurm is not None and slurm.multi_node)
     config = _axolotl_config(data, attachments)
     mounts = None if kind == "native" else runtime_model.mounts
+    script = "torchrun" in data.get("trainer", {})
+    factory = _llamafactory_config(data, attachments)
     return Job(
         id=job_id,
         source_file=source_file,
@@ -101,20 +108,34 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
         stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
         slurm=slurm,
-        checkpoints=None if config is None else trainer.checkpoints(data, config, mounts),
-        on_signal=None if config is None else trainer.signal_checkpoint(data, config),
+        checkpoints=torchrun.checkpoints(data, mounts) if script else
+        llamafactory.checkpoints(data, factory, mounts) if factory is not None else
+        None if config is None else trainer.checkpoints(data, config, mounts),
+        on_signal=torchrun.signal_grace(data) if script else
+        None if config is None else trainer.signal_checkpoint(data, config),
         retry=_retry(data.get("retry")),
         sweep=sweep,
+        launcher=torchrun.launcher(data) if script else None,
     )
 
 
 def _axolotl_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
         dict[str, Any] | None:
     """The Axolotl config as data: what a config file holds, or the inline mapping."""
-    if "trainer" not in data:
+    if "axolotl" not in data.get("trainer", {}):
         return None
     config = data["trainer"]["axolotl"]["config"]
     return read_config(attachments[CONFIG_FIELD]) if isinstance(config, str) else config
+
+
+def _llamafactory_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
+        dict[str, Any] | None:
+    """LLaMA-Factory's training config as data: what its file holds, or the inline mapping."""
+    if "llamafactory" not in data.get("trainer", {}):
+        return None
+    config = data["trainer"]["llamafactory"]["config"]
+    return read_config(attachments[llamafactory.CONFIG_FIELD]) if isinstance(config, str) \
+        else config
 
 
 def _retry(retry: dict[str, Any] | None) -> Retry | None:
@@ -162,7 +183,10 @@ def _gpus(gpus: str | list[int | str]) -> str | tuple[str, ...]:
 def _steps(data: dict[str, Any]) -> tuple[Step, ...]:
     """The trainer's steps, then the explicit ones; only train runs on every node unless a
     step says otherwise."""
-    first = trainer.axolotl_steps(data["trainer"]["axolotl"]) if "trainer" in data else ()
+    trainers = data.get("trainer", {})
+    first = trainer.axolotl_steps(trainers["axolotl"]) if "axolotl" in trainers else \
+        torchrun.steps(data) if "torchrun" in trainers else \
+        llamafactory.steps(data) if "llamafactory" in trainers else ()
     return first + tuple(
         Step(step["name"], tuple(step["run"]),
              step.get("nodes", "all" if step["name"] == "train" else "first"))
@@ -189,7 +213,8 @@ def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool, retry: bool) -> Sl
         extra=tuple(slurm.get("extra", ())),
         max_restarts=slurm.get("max_restarts"),
         requeues_itself="max_restarts" in slurm or retry,
-        # Axolotl's train is launched with torchrun across the nodes.
+        # A trainer's train (Axolotl's, or a script's) is launched across the nodes by torchrun
+        # (or accelerate's launch of it).
         torchrun_step=trainer.TRAIN if axolotl else None,
     )
 
@@ -202,6 +227,10 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun 
         if sweep is not None and sweep.config_file is not None:
             file = dataclasses.replace(file, origin=f"{sweep.config_file}, patched")
         files.append(file)
+    if "torchrun" in data.get("trainer", {}):
+        files.append(torchrun.script_file(data, attachments[torchrun.SCRIPT_FIELD]))
+    if "llamafactory" in data.get("trainer", {}):
+        files += llamafactory.files(data, attachments)
     for name, source in data.get("files", {}).items():
         files.append(EmbeddedFile(name, attachments[("files", name)], source))
     return tuple(files)
@@ -210,7 +239,10 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun 
 def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str], ...]:
     env = {name: str(value["value"] if isinstance(value, dict) else value)
            for name, value in data.get("env", {}).items()}
-    defaults = AXOLOTL_ENV if "trainer" in data else \
+    trainers = data.get("trainer", {})
+    defaults = AXOLOTL_ENV if "axolotl" in trainers else \
+        torchrun.TORCHRUN_ENV if "torchrun" in trainers else \
+        llamafactory.env(data) if "llamafactory" in trainers else \
         NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
     secrets = {_secret(item).name for item in data.get("secrets", ())}
     if sweep is not None and WANDB_GROUP not in secrets:

@@ -95,16 +95,22 @@ def checkpoints(data: dict[str, Any], config: dict[str, Any],
     if resume == "never" and not on_signal(data):
         return None
     output_dir = posixpath.normpath(str(config.get("output_dir", DEFAULT_OUTPUT_DIR)))
+    return Checkpoints(TRAIN, output_dir, *host_place(output_dir, mounts), resume,
+                       _prepared_dir(config))
+
+
+def host_place(output_dir: str, mounts: tuple[Mount, ...] | None) -> tuple[str | None, str]:
+    """Where the script finds train's output_dir (normalised): (None, its path in the run dir)
+    when relative, else (a folder on the machine, the rest of the way); `mounts` map a
+    container's paths to the machine's (None for a native job)."""
     if not output_dir.startswith("/"):
-        base, rest = None, output_dir
-    elif mounts is None:
-        base, rest = output_dir, "."
-    else:
-        mapped = host_folder(output_dir, mounts)
-        if mapped is None:  # axolotl.py reports it before the job is built
-            raise ValueError(f"{output_dir} is in no folder the container mounts")
-        base, rest = mapped
-    return Checkpoints(TRAIN, output_dir, base, rest, resume, _prepared_dir(config))
+        return None, output_dir
+    if mounts is None:
+        return output_dir, "."
+    mapped = host_folder(output_dir, mounts)
+    if mapped is None:  # the rules report it before the job is built
+        raise ValueError(f"{output_dir} is in no folder the container mounts")
+    return mapped
 
 
 def _prepared_dir(config: dict[str, Any]) -> str | None:

@@ -15,6 +15,7 @@ from ..core.diagnostics import Diagnostic
 from ..core.project import source_name
 from ..core.text import quoted
 from ..model.job import Job, SweepRun
+from ..normalise import llamafactory
 from ..normalise.normalise import attachment_fields, normalise
 from ..read.axolotl import ConfigError, config_place, config_problems, read_config
 from ..read.load import CONFIG_FIELD, Source, display_name, load_source
@@ -82,7 +83,7 @@ def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     problems = validate(source)
     if not problems:
         attachments, problems = _read_attachments(source, Embedding(project))
-    if not problems and "trainer" in source.data:
+    if not problems and "axolotl" in source.data.get("trainer", {}):
         problems = _config_problems(source, attachments)
     if problems:
         return None, problems
@@ -148,7 +149,7 @@ def _read_attachments(source: Source, embedding: Embedding) -> tuple[dict, list[
     for path, relative in attachment_fields(source.data):
         try:
             text = embedding.read(source.directory / relative)
-            if path == CONFIG_FIELD:
+            if path == CONFIG_FIELD or path[:2] == llamafactory.FIELD:
                 read_config(text)
             attachments[path] = text
         except ConfigError as error:  # located in the config file itself

@@ -15,6 +15,7 @@ from typing import Literal
 from ..core import shell
 from ..model.gpu_hours import Compute, compute, compute_of
 from ..model.job import Checkpoints, Job, OnSignal, Retry, SweepRun
+from ..model.launcher import Launcher
 from ..model.runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_RUN_DIR,
@@ -154,6 +155,8 @@ class Bill:
     retry: Retry | None
     # A sweep's run: its labels and what its patches changed.
     sweep: SweepRun | None
+    # trainer.torchrun: what launches the script, across the nodes too.
+    launcher: Launcher | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +207,7 @@ def bill_of(job: Job | Sweep) -> Bill | SweepBill:
         on_signal=job.on_signal,
         retry=job.retry,
         sweep=job.sweep,
+        launcher=job.launcher,
     )
 
 

@@ -56,7 +56,10 @@ BILLED: dict[str, str] = {
         "partition", "account", "qos", "time", "mem", "constraint", "extra",
         "rendezvous_port", "max_restarts", "requeues_itself", "torchrun_step")},
     **{f"checkpoints.{name}": "checkpoints" for name in (
-        "step", "output_dir", "host_base", "host_rest", "resume", "prepared_dir")},
+        "step", "output_dir", "host_base", "host_rest", "resume", "prepared_dir",
+        "resume_flag", "resume_field")},
+    **{f"launcher.{name}": "commands" for name in (
+        "step", "kind", "nproc_per_node", "script", "args")},
     "on_signal.grace": "stop",
     "on_signal.trigger": "stop",
     "retry.exit_codes": "retry",

@@ -122,7 +122,9 @@ def _stop(bill: Bill) -> list[str]:
     signal = bill.on_signal
     asked = [f"during {bill.checkpoints.step if bill.checkpoints else 'train'}: creates "
              f"{signal.trigger} in its output dir and waits up to {signal.grace} s for a "
-             "checkpoint"] if signal else []
+             "checkpoint"] if signal and signal.trigger else \
+        [f"during train: TERM passed on to the script, which has {signal.grace} s more "
+         "to save a checkpoint"] if signal else []
     return [*asked, f"TERM, then KILL after {bill.stop_timeout} s"]
 
 

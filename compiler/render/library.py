@@ -22,8 +22,8 @@ from .meaning import RECORD_PREFIX
 
 # Every part, in the order a script embeds them.
 PART_ORDER = ("core", "words", "main", "rundir", "records", "finished", "files",
-              "checkpoints", "resume", "resume_never", "on_signal", "retry", "requeue",
-              "slurm", "node_tasks", "container", "native", "apptainer", "enroot",
+              "checkpoints", "resume", "resume_never", "on_signal", "launcher", "retry",
+              "requeue", "slurm", "node_tasks", "container", "native", "apptainer", "enroot",
               "stop_group", "unset_inherited")
 _RUNTIME_PARTS = {Container: "container", Native: "native", Apptainer: "apptainer",
                   Enroot: "enroot"}
@@ -38,7 +38,8 @@ def library_parts(job: Job) -> tuple[str, ...]:
         "files" if job.writes_into_run_dir else "",
         "checkpoints" if job.checkpoints else "",
         ("resume" if job.resumes else "resume_never") if job.checkpoints else "",
-        "on_signal" if job.on_signal else "",
+        "on_signal" if job.on_signal and job.on_signal.trigger else "",
+        "launcher" if job.launcher else "",
         "retry" if job.retry else "",
         "requeue" if job.slurm and job.slurm.requeues_itself else "",
         "slurm" if job.node_steps else "",
@@ -164,9 +165,11 @@ Setting = tuple[str, str | int]
 def settings(job: Job) -> list[list[Setting]]:
     """The variables through which `job`'s values and switches reach the library's parts,
     in groups that the job part writes one a line: the job, its stop, its checkpoints, its
-    resume, on_signal, retry, Slurm, its runtime. An empty value is a switch that is off: the
-    job sets it all the same, so that a variable it inherited cannot switch a feature on."""
+    resume, on_signal, its launcher, retry, Slurm, its runtime. An empty value is a switch
+    that is off: the job sets it all the same, so that a variable it inherited cannot switch
+    a feature on."""
     checkpoints, slurm, retry, on_signal = job.checkpoints, job.slurm, job.retry, job.on_signal
+    launcher, trigger = job.launcher, on_signal.trigger if on_signal else None
     runtime: list[Setting] = []
     if job.container:
         runtime = [("OBC_HOME_IN_RUN_DIR", "1" if job.container.as_invoker else "")]
@@ -185,9 +188,19 @@ def settings(job: Job) -> list[list[Setting]]:
          *([("OBC_CHECKPOINTS_OWN_FOLDER", "1" if checkpoints.own_folder else ""),
             ("OBC_PREPARED_DIR", checkpoints.prepared_dir or "")] if checkpoints else [])],
         [("OBC_RESUME", checkpoints.resume if job.resumes else ""),
-         *([("OBC_TRAINER_OUTPUT_DIR", checkpoints.output_dir)] if job.resumes else [])],
-        [("OBC_CHECKPOINT_TRIGGER", on_signal.trigger if on_signal else ""),
+         *([("OBC_RESUME_FIELD", checkpoints.resume_field)] if checkpoints else []),
+         *([("OBC_TRAINER_OUTPUT_DIR", checkpoints.output_dir),
+            ("OBC_RESUME_FLAG", checkpoints.resume_flag)] if job.resumes else [])],
+        # A checkpoint asked for by a trigger file, or the grace given to a launcher that
+        # passes the signal on to the script, which saves by itself (OBC_GIVE_GRACE).
+        [("OBC_CHECKPOINT_TRIGGER", trigger or ""),
+         ("OBC_GIVE_GRACE", "1" if on_signal and not trigger else ""),
          *([("OBC_CHECKPOINT_GRACE", on_signal.grace)] if on_signal else [])],
+        # Read by the parts launcher and slurm only.
+        [("OBC_LAUNCHER_STEP", launcher.step if launcher else ""),
+         *([("OBC_LAUNCHER", launcher.kind), ("OBC_NPROC_PER_NODE", launcher.nproc_per_node),
+            ("OBC_LOCAL_WORDS", len(launcher.local_words))] if launcher else [])]
+        if launcher or job.node_steps else [],
         [("OBC_RETRY_MAX", retry.max if retry else ""),
          *([("OBC_RETRY_EXIT_CODES", " ".join(str(code) for code in retry.exit_codes)),
             ("OBC_RETRY_REQUEUES", "1" if slurm else "")] if retry else [])],

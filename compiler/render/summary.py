@@ -83,7 +83,7 @@ def _resume(job: Job) -> list[str]:
     checkpoints = job.checkpoints
     if checkpoints is None:
         return []
-    policy = f"trainer.axolotl.resume: {checkpoints.resume}"
+    policy = f"{checkpoints.resume_field}: {checkpoints.resume}"
     if checkpoints.resume == "never":
         return [f"{checkpoints.step} starts over, what it wrote before set aside  ({policy})"]
     which = "whatever made it" if checkpoints.resume == "any" else \
@@ -96,7 +96,11 @@ def _resume(job: Job) -> list[str]:
 
 def _stop(job: Job) -> list[str]:
     lines = []
-    if job.on_signal:
+    if job.launcher and job.on_signal:
+        lines.append(f"during {job.launcher.step}: TERM, passed on by {job.launcher.kind} to "
+                     f"the script's ranks, then KILL after {job.on_signal.grace} s (grace) + "
+                     f"{job.stop_timeout} s")
+    elif job.on_signal:
         lines.append(f"during {job.checkpoints.step}: a checkpoint first, waited for up to "
                      f"{job.on_signal.grace} s")
     lines.append(f"TERM, then KILL after {job.stop_timeout} s")

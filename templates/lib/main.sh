@@ -96,7 +96,14 @@ obc_step() {
   [ -n "$OBC_DRY_RUN" ] || obc_mark_done "$OBC_NAME"
   if [ "$OBC_NAME" = "$OBC_CHECKPOINT_STEP" ]; then
     obc_resume
-    [ -z "$OBC_RESUMED_FROM" ] || set -- "$@" --resume-from-checkpoint "$OBC_RESUMED_FROM"
+    # The checkpoint, after train's own words: with the flag OBC_RESUME_FLAG, in the same
+    # word when the flag ends in `=` (LLaMA-Factory's resume_from_checkpoint=PATH).
+    if [ -n "$OBC_RESUMED_FROM" ]; then
+      case $OBC_RESUME_FLAG in
+        *=) set -- "$@" "$OBC_RESUME_FLAG$OBC_RESUMED_FROM" ;;
+        *) set -- "$@" "$OBC_RESUME_FLAG" "$OBC_RESUMED_FROM" ;;
+      esac
+    fi
   fi
   obc_announce "$(obc_print_command "$@")"
   if [ -n "$OBC_DRY_RUN" ]; then
@@ -147,6 +154,7 @@ obc_on_signal() {
   fi
   if [ -n "$OBC_CHILD" ]; then
     [ -z "$OBC_CHECKPOINT_TRIGGER" ] || obc_ask_checkpoint
+    [ -z "$OBC_GIVE_GRACE" ] || obc_give_grace
     obc_stop_step
     obc_close_log
   fi

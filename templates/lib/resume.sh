@@ -1,7 +1,8 @@
 # --- obc's library: resume -------------------------------------------------------------
-# trainer.axolotl.resume: same-inputs or any (OBC_RESUME; README, "Preemption and resume"):
-# train resumes from a whole checkpoint, which it finds in output_dir (OBC_TRAINER_OUTPUT_DIR,
-# as the trainer sees it).
+# The trainer's resume (the run file's field OBC_RESUME_FIELD, e.g. trainer.axolotl.resume)
+# is same-inputs or any (OBC_RESUME; README, "Preemption and resume"): train resumes from a
+# whole checkpoint, which it finds in output_dir (OBC_TRAINER_OUTPUT_DIR, as the trainer sees
+# it).
 
 # Prints the step number of the newest whole checkpoint of inputs $1 (any: every
 # checkpoint; other: those of other inputs than these), 0 if there is none. Within one
@@ -59,7 +60,8 @@ obc_refuse_checkpoint() {
   OBC_KEPT=$(obc_trainer_steps "$OBC_CHECKPOINTS/$1/trainer_state.json")
   printf '  job.sh --resume-from %s: continue from it deliberately (transformers then takes save_steps and logging_steps from its trainer_state.json%s, not from the config)\n' \
     "$1" "${OBC_KEPT:+: $OBC_KEPT}" >&2
-  printf '  trainer.axolotl.resume: any, in the run file: always the newest checkpoint, whatever made it\n' >&2
+  printf '  %s: any, in the run file: always the newest checkpoint, whatever made it\n' \
+    "$OBC_RESUME_FIELD" >&2
   obc_fail "$1 is of other training inputs" 3
 }
 
@@ -70,9 +72,9 @@ obc_trainer_steps() {
 }
 
 # Before the steps, when train will run: the checkpoint it resumes from (the one
-# --resume-from names, else by trainer.axolotl.resume, OBC_RESUME: the newest of these inputs,
-# or with `any` the newest), given to Axolotl as --resume-from-checkpoint (so the log says
-# which). What train would write over is set aside.
+# --resume-from names, else by OBC_RESUME: the newest of these inputs, or with `any` the
+# newest), given to train with OBC_RESUME_FLAG (Axolotl's --resume-from-checkpoint; so the
+# log says which). What train would write over is set aside.
 obc_choose_checkpoint() {
   [ -z "$OBC_FRESH" ] || return 0
   [ -n "$OBC_DRY_RUN" ] || obc_set_aside

@@ -20,8 +20,12 @@ obc_rendezvous() {
 
 # obc_on_every_node RUNNER PROGRAM [ARG...]: hands RUNNER the step as one srun task per node
 # (obc_node_tasks); the step OBC_TORCHRUN_STEP (Axolotl's train) is launched with torchrun
-# across the nodes.
+# across the nodes, the step OBC_LAUNCHER_STEP (trainer.torchrun's) by its launcher.
 obc_on_every_node() {
+  if [ "$OBC_NAME" = "$OBC_LAUNCHER_STEP" ]; then
+    obc_launch_across_nodes "$@"
+    return
+  fi
   if [ "$OBC_NAME" = "$OBC_TORCHRUN_STEP" ]; then
     set -- "$@" --launcher torchrun -- --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" \
       --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$SLURM_JOB_ID"

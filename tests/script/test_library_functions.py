@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.model.launcher import Launcher
 from compiler.model.slurm import SLURM_ENDED_STATES
 from tests.conftest import REPO, SHELLS
 
@@ -88,3 +89,40 @@ def test_a_slurm_job_has_ended_in_the_states_obc_status_knows(shell, squeue):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ended"] * len(SLURM_ENDED_STATES) + [
         "running", "running", "ended", "running"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(("kind", "across"), [
+    ("torchrun", "torchrun --nnodes 2 --nproc_per_node 4 --rdzv_backend c10d "
+                 "--rdzv_endpoint n1:29500 --rdzv_id 7"),
+    ("accelerate", "sh -c exec accelerate launch --machine_rank \"$NODE_RANK\" \"$@\" "
+                   "accelerate --multi_gpu --num_machines 2 --num_processes 8 "
+                   "--main_process_ip n1 --main_process_port 29500"),
+])
+def test_a_launch_across_nodes_takes_the_rendezvous_for_the_words_of_one_machine(
+        shell, kind, across):
+    launch = Launcher("train", kind, 4, "train.py", ("--lr", "1e-4"))
+    done = run_library(shell, ["launcher"], f"""\
+OBC_LAUNCHER={kind} OBC_NPROC_PER_NODE=4 OBC_LOCAL_WORDS={len(launch.local_words)}
+NNODES=2 MASTER_ADDR=n1 MASTER_PORT=29500 SLURM_JOB_ID=7
+obc_node_tasks() {{ printf '%s\\n' "$*"; }}
+obc_launch_across_nodes obc_start {" ".join(launch.one_node)}
+""")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"obc_start {across} train.py --lr 1e-4\n"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_launchers_step_or_a_nodes_part_of_it_gets_the_grace_more(shell):
+    done = run_library(shell, ["launcher"], """\
+OBC_LAUNCHER=torchrun OBC_LAUNCHER_STEP=train OBC_CHECKPOINT_GRACE=25
+for OBC_CASE in train: export: export:.obc/tmp/failed; do
+  OBC_NAME=${OBC_CASE%%:*} OBC_NODE_TASK=${OBC_CASE#*:} OBC_STOP_TIMEOUT=60
+  obc_give_grace
+  printf '%s %s\\n' "$OBC_NAME" "$OBC_STOP_TIMEOUT"
+done
+""")
+    assert done.returncode == 0
+    assert done.stdout == "train 85\nexport 60\nexport 85\n"
+    assert done.stderr == "obc: passing the signal on to torchrun; it has 85 s to save a " \
+        "checkpoint and end\n" * 2

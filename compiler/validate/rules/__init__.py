@@ -9,7 +9,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from . import engine_options, images, names, paths, runtime, slurm, steps, stop, system_limits
+from . import (
+    engine_options,
+    images,
+    names,
+    paths,
+    runtime,
+    slurm,
+    steps,
+    stop,
+    system_limits,
+    torchrun,
+)
 from .common import Problem, get
 from .steps import AXOLOTL_CONFIG_NAME
 
@@ -30,3 +41,4 @@ def check(data: Any) -> Iterator[Problem]:
     yield from stop.check(data)
     yield from engine_options.check(data)
     yield from system_limits.check(data)
+    yield from torchrun.check(data)

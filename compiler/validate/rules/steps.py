@@ -35,13 +35,15 @@ def _steps(data: dict) -> Iterator[Problem]:
     if not isinstance(steps, list):
         return
     seen: dict[str, Path_] = {}
-    trainer = AXOLOTL_STEP_NAMES if "trainer" in data else ()
+    trainers = data.get("trainer") if isinstance(data.get("trainer"), dict) else {}
+    trainer, by = (AXOLOTL_STEP_NAMES, "trainer.axolotl") if "axolotl" in trainers else \
+        (("train",), "trainer.torchrun") if "torchrun" in trainers else ((), "")
     for i, step in enumerate(steps):
         name, run = get(step, "name"), get(step, "run")
         if isinstance(name, str):
             if name in trainer:
                 yield Problem(("steps", i, "name"), f"step name {show(name)} is taken by "
-                              "trainer.axolotl, whose steps come first",
+                              f"{by}, whose steps come first",
                               "name it after what it does, such as evaluate")
             elif name in seen:
                 yield Problem(("steps", i, "name"), f"step name {show(name)} is already used",
@@ -73,7 +75,8 @@ def _files(data: dict) -> Iterator[Problem]:
         return
     for name in files:
         problem = _file_name_problem(name)
-        if not problem and name == AXOLOTL_CONFIG_NAME and "trainer" in data:
+        axolotl = "axolotl" in (get(data, "trainer") or {})
+        if not problem and name == AXOLOTL_CONFIG_NAME and axolotl:
             problem = "is where the trainer's config goes"
         if problem:
             yield Problem(("files", name), f"{show(name)} {problem}", at_key=True)

@@ -43,9 +43,16 @@ def check(data: dict) -> Iterator[Problem]:
 
 
 def _checkpoint_needs_a_trainer(data: dict) -> Iterator[Problem]:
-    if "checkpoint" in data and "trainer" not in data:
-        yield Problem(("checkpoint",), "only applies to trainer.axolotl, whose train "
-                      "checkpoints when asked", at_key=True)
+    if "checkpoint" in data and not _checkpointing(data):
+        yield Problem(("checkpoint",), "only applies to a trainer (trainer.axolotl, "
+                      "trainer.torchrun), whose train checkpoints when asked", at_key=True)
+
+
+def _checkpointing(data: dict) -> bool:
+    """Whether the trainer checkpoints on a signal: Axolotl when asked, a script under
+    torchrun on TERM (LLaMA-Factory, as transformers' Trainer, saves nothing on TERM)."""
+    trainer = get(data, "trainer")
+    return isinstance(trainer, dict) and bool({"axolotl", "torchrun"} & set(trainer))
 
 
 def _reaches_the_script(match: re.Match, signal: str) -> Iterator[Problem]:
@@ -62,7 +69,7 @@ def _early_enough(data: dict, match: re.Match) -> Iterator[Problem]:
     lead = int(match["lead"]) if match["lead"] else SLURM_DEFAULT_LEAD
     timeout = _integer(get(data, "runtime", "stop_timeout"), DEFAULT_STOP_TIMEOUT)
     grace = _integer(get(data, "checkpoint", "grace"), DEFAULT_GRACE) \
-        if "trainer" in data and get(data, "checkpoint", "on_signal") is not False else 0
+        if _checkpointing(data) and get(data, "checkpoint", "on_signal") is not False else 0
     waits = f"waits up to {grace} s for a checkpoint, then " if grace else ""
     if timeout + grace >= lead:
         given = [path for path in (("runtime", "stop_timeout"), ("checkpoint", "grace"))

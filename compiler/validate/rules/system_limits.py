@@ -36,7 +36,7 @@ def _file_names(data: dict) -> Iterator[Problem]:
     if not isinstance(files, dict):
         return
     taken: dict[str, Path_] = {name: ("files", name) for name in files}
-    if "trainer" in data:
+    if "axolotl" in (get(data, "trainer") or {}):
         taken[AXOLOTL_CONFIG_NAME] = ("trainer", "axolotl", "config")
     for name in files:
         problem = _name_size_problem(name) or _folder_problem(name, taken)
