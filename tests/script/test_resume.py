@@ -328,7 +328,10 @@ def test_after_a_hard_kill_the_checkpoints_belong_to_the_killed_attempts_inputs(
     job.kill()  # no trap runs: nothing is recorded at the end
     os.killpg(trainer, signal.SIGKILL)
     job.communicate(timeout=10)
-    newest = checkpoints(run_dir)[-1]
+    # The kill may have cut the newest folder short (weights without trainer_state.json, the
+    # stub's last write): resume is from the newest whole one.
+    newest = [name for name in checkpoints(run_dir)
+              if (run_dir / "out" / name / "trainer_state.json").is_file()][-1]
     (tmp_path / "changed").mkdir()
     changed = compiled(tmp_path / "changed", resumable(max_steps=1000, save_steps=2,
                                                        config=", learning_rate: 0.5"))

@@ -66,14 +66,20 @@ def outcome(run, sandbox: Sandbox, run_dir: Path) -> dict:
 SIF = b"a SIF image"
 
 
+# The venvs the native examples name (under /shared/venvs/, here ~/venvs/), and the program
+# each runs, a recording stub.
+EXAMPLE_VENVS = {"axolotl": "axolotl", "torch": "torchrun", "llamafactory": "llamafactory-cli"}
+
+
 def example_sandbox(root: Path) -> Sandbox:
-    """A sandbox with the stubs, a venv at ~/venvs/axolotl as native-venv expects, the image
-    and datasets the apptainer and enroot examples name, and srun and scontrol for a job on
-    two nodes (used only where SLURM_JOB_ID is set)."""
+    """A sandbox with the stubs, the venvs under ~/venvs/ the native examples expect, the
+    image and datasets the apptainer and enroot examples name, and srun and scontrol for a
+    job on two nodes (used only where SLURM_JOB_ID is set)."""
     box = make_sandbox(root, programs=("axolotl", "record", "python"))
-    (box.home / "venvs/axolotl/bin").mkdir(parents=True)
-    (box.home / "venvs/axolotl/bin/python").symlink_to(sys.executable)
-    install_stub(box.home / "venvs/axolotl/bin/axolotl", "record")
+    for venv, program in EXAMPLE_VENVS.items():
+        (box.home / "venvs" / venv / "bin").mkdir(parents=True)
+        (box.home / "venvs" / venv / "bin/python").symlink_to(sys.executable)
+        install_stub(box.home / "venvs" / venv / "bin" / program, "record")
     (box.home / "images").mkdir()
     (box.home / "images/axolotl-0.19.0.sif").write_bytes(SIF)
     (box.home / "datasets").mkdir()
@@ -97,7 +103,7 @@ def test_every_example_runs_alike_in_every_shell(example, tmp_path):
     text = source.read_text()
     # Paths of the examples' clusters, made to exist here.
     for theirs, ours in (("/etc/overbrainer/job.env", str(env_file)),
-                         ("/shared/venvs/axolotl", "~/venvs/axolotl"),
+                         ("/shared/venvs/", "~/venvs/"),
                          ("/shared/images/", "~/images/"), ("/shared/datasets", "~/datasets")):
         text = text.replace(theirs, ours)
     text = re.sub("image_sha256: [0-9a-f]{64}", f"image_sha256: {sha256(SIF).hexdigest()}", text)
