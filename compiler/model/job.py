@@ -13,6 +13,7 @@ from typing import Literal, NamedTuple
 
 from .runtimes import CONTAINER_CACHE_DIR, Apptainer, Container, Enroot, Gpus, Native
 from .slurm import RENDEZVOUS_NAMES, Slurm
+from .trainers import AXOLOTL, TRAINER_KINDS
 
 # Which checkpoint train resumes from: only one the same training inputs made, any, or none.
 Resume = Literal["same-inputs", "any", "never"]
@@ -55,7 +56,7 @@ class Secret:
 
 @dataclass(frozen=True, slots=True)
 class Checkpoints:
-    """Where Axolotl's train step writes its checkpoint-N folders: its output_dir as the
+    """Where the trainer's train step writes its checkpoint-N folders: its output_dir as the
     trainer sees it (relative to the run dir, or absolute in its container), and where the
     script finds it: `host_base` (None: the run dir; else a folder on the machine, such as a
     mount's source) joined with `host_rest`. `resume` says which complete one train starts
@@ -68,6 +69,15 @@ class Checkpoints:
     host_rest: str
     resume: Resume
     prepared_dir: str | None = None
+    # The run file's trainer (trainer.<name>), and its option that takes the checkpoint
+    # train resumes from.
+    trainer: str = AXOLOTL.name
+    resume_option: str = AXOLOTL.resume_option
+
+    @property
+    def trainer_title(self) -> str:
+        """The trainer's name for people, as messages say it."""
+        return TRAINER_KINDS[self.trainer].title
 
     @property
     def own_folder(self) -> bool:

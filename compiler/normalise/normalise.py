@@ -45,15 +45,16 @@ from ..model.runtimes import (
     mounts_of,
 )
 from ..model.slurm import Slurm, default_signal
+from ..model.trainers import AXOLOTL, TRL, trainer_kind
 from ..read.axolotl import read_config
-from ..read.load import CONFIG_FIELD, Path_
+from ..read.load import Path_, config_field
 from . import trainer
 
-# Axolotl sends no telemetry (with no network, it would keep `axolotl train` from exiting),
-# and a resumed run continues its W&B run (the job sets WANDB_RUN_ID, which needs the run
-# dir, where it runs).
-NO_TELEMETRY = (("AXOLOTL_DO_NOT_TRACK", "1"),)
-AXOLOTL_ENV = (*NO_TELEMETRY, ("WANDB_RESUME", "allow"))
+# A trainer sends no telemetry (model/trainers.py), and a resumed run continues its W&B run
+# (the job sets WANDB_RUN_ID, which needs the run dir, where it runs).
+NO_TELEMETRY = AXOLOTL.no_telemetry
+WANDB_RESUME = (("WANDB_RESUME", "allow"),)
+AXOLOTL_ENV = (*NO_TELEMETRY, *WANDB_RESUME)
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
 # run dir may not exist before the job creates it).
 WANDB_GROUP = "WANDB_RUN_GROUP"
@@ -62,9 +63,10 @@ WANDB_GROUP = "WANDB_RUN_GROUP"
 def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
     """Return the fields that name files to embed, with the path each names."""
     fields: list[tuple[Path_, str]] = []
-    config = data.get("trainer", {}).get("axolotl", {}).get("config")
+    field = config_field(data)
+    config = data.get("trainer", {}).get(field[1], {}).get("config")
     if isinstance(config, str):
-        fields.append((CONFIG_FIELD, config))
+        fields.append((field, config))
     fields += [(("files", name), source) for name, source in data.get("files", {}).items()]
     return fields
 
@@ -79,11 +81,11 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     job_id = data["id"]
     paths = data.get("paths", {})
     cache_default = None if kind == "native" else DEFAULT_CACHE_DIR
-    slurm = _slurm(data["slurm"], job_id, "trainer" in data, "retry" in data) \
+    slurm = _slurm(data["slurm"], job_id, data, "retry" in data) \
         if "slurm" in data else None
-    runtime_model = _runtime(runtime, digests,
-                             multi_node=slurm is not None and slurm.multi_node)
-    config = _axolotl_config(data, attachments)
+    multi_node = slurm is not None and slurm.multi_node
+    runtime_model = _runtime(runtime, digests, multi_node=multi_node)
+    config = _trainer_config(data, attachments)
     mounts = None if kind == "native" else runtime_model.mounts
     return Job(
         id=job_id,
@@ -95,7 +97,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
         cache_dir=paths.get("cache_dir", cache_default),
         shared=paths.get("shared", DEFAULT_SHARED),
-        steps=_steps(data),
+        steps=_steps(data, config, multi_node=multi_node),
         files=_files(data, attachments, sweep, config),
         env=_env(data, sweep),
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
@@ -108,13 +110,14 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     )
 
 
-def _axolotl_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
+def _trainer_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
         dict[str, Any] | None:
-    """The Axolotl config as data: what a config file holds, or the inline mapping."""
+    """The trainer's config as data: what a config file holds, or the inline mapping."""
     if "trainer" not in data:
         return None
-    config = data["trainer"]["axolotl"]["config"]
-    return read_config(attachments[CONFIG_FIELD]) if isinstance(config, str) else config
+    field = config_field(data)
+    config = data["trainer"][field[1]]["config"]
+    return read_config(attachments[field]) if isinstance(config, str) else config
 
 
 def _retry(retry: dict[str, Any] | None) -> Retry | None:
@@ -159,18 +162,21 @@ def _gpus(gpus: str | list[int | str]) -> str | tuple[str, ...]:
     return gpus if isinstance(gpus, str) else tuple(str(device) for device in gpus)
 
 
-def _steps(data: dict[str, Any]) -> tuple[Step, ...]:
+def _steps(data: dict[str, Any], config: dict[str, Any] | None, *,
+           multi_node: bool) -> tuple[Step, ...]:
     """The trainer's steps, then the explicit ones; only train runs on every node unless a
     step says otherwise."""
-    first = trainer.axolotl_steps(data["trainer"]["axolotl"]) if "trainer" in data else ()
+    first = () if config is None else \
+        trainer.trainer_steps(data, config, multi_node=multi_node)
     return first + tuple(
         Step(step["name"], tuple(step["run"]),
              step.get("nodes", "all" if step["name"] == "train" else "first"))
         for step in data.get("steps", ()))
 
 
-def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool, retry: bool) -> Slurm:
+def _slurm(slurm: dict[str, Any], job_id: str, data: dict[str, Any], retry: bool) -> Slurm:
     time = slurm.get("time")
+    kind = trainer_kind(data)
     return Slurm(
         job_name=slurm.get("job_name", job_id),
         output=slurm.get("output", DEFAULT_SLURM_OUTPUT),
@@ -189,8 +195,9 @@ def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool, retry: bool) -> Sl
         extra=tuple(slurm.get("extra", ())),
         max_restarts=slurm.get("max_restarts"),
         requeues_itself="max_restarts" in slurm or retry,
-        # Axolotl's train is launched with torchrun across the nodes.
-        torchrun_step=trainer.TRAIN if axolotl else None,
+        # Axolotl's train is launched with torchrun across the nodes, TRL's is torchrun.
+        torchrun_step=trainer.TRAIN if kind is AXOLOTL else None,
+        torchrun_program_step=trainer.TRAIN if kind is TRL else None,
     )
 
 
@@ -198,7 +205,7 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun 
            config: dict[str, Any] | None) -> tuple[EmbeddedFile, ...]:
     files = []
     if config is not None:
-        file = trainer.config_file(data, attachments.get(CONFIG_FIELD), config)
+        file = trainer.config_file(data, attachments.get(config_field(data)), config)
         if sweep is not None and sweep.config_file is not None:
             file = dataclasses.replace(file, origin=f"{sweep.config_file}, patched")
         files.append(file)
@@ -210,7 +217,8 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun 
 def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str], ...]:
     env = {name: str(value["value"] if isinstance(value, dict) else value)
            for name, value in data.get("env", {}).items()}
-    defaults = AXOLOTL_ENV if "trainer" in data else \
+    kind = trainer_kind(data)
+    defaults = kind.no_telemetry + WANDB_RESUME if kind is not None else \
         NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
     secrets = {_secret(item).name for item in data.get("secrets", ())}
     if sweep is not None and WANDB_GROUP not in secrets:

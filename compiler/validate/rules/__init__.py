@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ...read.axolotl import AXOLOTL_CONFIG_NAME
 from . import engine_options, images, names, paths, runtime, slurm, steps, stop, system_limits
 from .common import Problem, get
-from .steps import AXOLOTL_CONFIG_NAME
 
 __all__ = ["AXOLOTL_CONFIG_NAME", "Problem", "check"]
 

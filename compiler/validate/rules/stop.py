@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from ...core.diagnostics import show
 from ...model.defaults import DEFAULT_GRACE, DEFAULT_STOP_TIMEOUT, SLURM_DEFAULT_LEAD
 from ...model.slurm import default_signal, granted_seconds, time_limit_seconds
+from ...model.trainers import trainer_kind
 from .common import Problem, get
 
 # The signals job.sh traps, and so can stop its step on.
@@ -43,9 +44,13 @@ def check(data: dict) -> Iterator[Problem]:
 
 
 def _checkpoint_needs_a_trainer(data: dict) -> Iterator[Problem]:
-    if "checkpoint" in data and "trainer" not in data:
+    kind = trainer_kind(data)
+    if "checkpoint" in data and (kind is None or not kind.checkpoints_on_signal):
         yield Problem(("checkpoint",), "only applies to trainer.axolotl, whose train "
-                      "checkpoints when asked", at_key=True)
+                      "checkpoints when asked", at_key=True,
+                      hint=None if kind is None else f"{kind.title} saves no checkpoint when "
+                      "asked: its train resumes from the newest one it saved (save_steps); "
+                      "README, \"Trainers\"")
 
 
 def _reaches_the_script(match: re.Match, signal: str) -> Iterator[Problem]:
@@ -59,10 +64,12 @@ def _reaches_the_script(match: re.Match, signal: str) -> Iterator[Problem]:
 
 
 def _early_enough(data: dict, match: re.Match) -> Iterator[Problem]:
+    kind = trainer_kind(data)
     lead = int(match["lead"]) if match["lead"] else SLURM_DEFAULT_LEAD
     timeout = _integer(get(data, "runtime", "stop_timeout"), DEFAULT_STOP_TIMEOUT)
     grace = _integer(get(data, "checkpoint", "grace"), DEFAULT_GRACE) \
-        if "trainer" in data and get(data, "checkpoint", "on_signal") is not False else 0
+        if kind is not None and kind.checkpoints_on_signal and \
+        get(data, "checkpoint", "on_signal") is not False else 0
     waits = f"waits up to {grace} s for a checkpoint, then " if grace else ""
     if timeout + grace >= lead:
         given = [path for path in (("runtime", "stop_timeout"), ("checkpoint", "grace"))
