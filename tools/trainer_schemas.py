@@ -126,7 +126,8 @@ def schema(hint):
         # __post_init__: only the enum's values pass.
         if any("enum" in branch for branch in branches):
             branches.remove({"type": "string"})
-        return {} if {} in branches else {"anyOf": branches}
+        return {} if {} in branches else branches[0] if len(branches) == 1 \
+            else {"anyOf": branches}
     if origin in (list, tuple):
         return {"type": "array", "items": schema(args[0]) if args else {}}
     if origin is dict:
