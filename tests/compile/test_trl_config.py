@@ -112,8 +112,8 @@ def test_two_trainers_are_refused(tmp_path: Path):
 
 
 def _script(tmp_path: Path, extra: str = "") -> str:
-    return compile_text(tmp_path, RUN_FILE.replace("config: trl.yaml", f"config: {{{CONFIG_INLINE}}}")
-                        + extra)
+    inline = RUN_FILE.replace("config: trl.yaml", f"config: {{{CONFIG_INLINE}}}")
+    return compile_text(tmp_path, inline + extra)
 
 
 CONFIG_INLINE = "model_name_or_path: /models/base, dataset_name: /data/sft, use_peft: true, " \
