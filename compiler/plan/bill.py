@@ -91,9 +91,11 @@ class SlurmBill:
     directives: tuple[str, ...]
     max_restarts: int | None
     requeues_itself: bool
-    # A job on several nodes: the port its rendezvous listens on, the step torchrun starts.
+    # A job on several nodes: the port its rendezvous listens on, the step torchrun starts,
+    # and the step that is torchrun, given the rendezvous (TRL's train).
     rendezvous_port: int | None
     torchrun_step: str | None
+    torchrun_program_step: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +223,8 @@ def _slurm(slurm: Slurm | None) -> SlurmBill | None:
     several = slurm.multi_node
     return SlurmBill(slurm.directives, slurm.max_restarts, slurm.requeues_itself,
                      slurm.rendezvous_port if several else None,
-                     slurm.torchrun_step if several else None)
+                     slurm.torchrun_step if several else None,
+                     slurm.torchrun_program_step if several else None)
 
 
 def _sweep_bill(sweep: Sweep) -> SweepBill:
