@@ -26,7 +26,7 @@ from ..core.diagnostics import Diagnostic, field_path, show
 from ..model.defaults import DEFAULT_ON_SIGNAL, DEFAULT_RESUME
 from ..model.runtimes import host_folder, mounts_of
 from ..model.trainers import AXOLOTL, trainer_kind
-from .load import Mark, Path_, Source, config_field
+from .load import CONFIG_FIELD, Mark, Path_, Source, config_field
 from .screen import MAX_DEPTH, syntax_error
 
 # Where the job writes the config, in the run dir.
@@ -205,7 +205,7 @@ class ConfigPlace:
     source: Source
     config: Any
     name: str
-    field: Path_ = ("trainer", "axolotl", "config")
+    field: Path_ = CONFIG_FIELD
 
     def problem(self, keys: Path_, message: str, hint: str | None, *,
                 key: bool = False) -> Diagnostic:
