@@ -163,7 +163,12 @@ def trl_schema(venv: Path) -> tuple[str, dict[str, Any]]:
     schema = {"$comment": f"TRL {found['version']}'s `trl sft` config, made by "
                           "python3 -m tools.trainer_schemas; do not edit",
               "type": "object", "properties": options,
-              "propertyNames": {"enum": sorted(options)}}
+              "propertyNames": {"enum": sorted(options)},
+              # The keys trl sft passes to accelerate launch (those of no dataclass, nor
+              # `env`): torchrun, which starts train on several nodes, reads none of them
+              # (read/trl.py).
+              "$defs": {"launch_options": {"enum": sorted(
+                  set(found["launch"]) - set(found["fields"]) - {"env"})}}}
     return ".".join(found["version"].split(".")[:2]), schema
 
 

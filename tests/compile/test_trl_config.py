@@ -137,3 +137,13 @@ def test_on_several_nodes_train_is_torchrun_with_the_rendezvous(tmp_path: Path):
     assert 'set -- "$OBC_LAUNCHER" "$OBC_TORCHRUN" --nnodes "$NNODES" --nproc_per_node ' \
         '"$GPUS_PER_NODE"' in script
     assert '--rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT"' in script
+
+
+def test_on_several_nodes_an_accelerate_launch_key_is_refused(tmp_path: Path):
+    slurm = "slurm: {nodes: 2, gpus_per_node: 1}\n"
+    [found] = _compile(tmp_path, _set("num_processes: 8"), RUN_FILE + slurm)
+    assert f"{display_name(tmp_path / 'trl.yaml')}:7:1: num_processes: trl sft passes it to " \
+        "accelerate launch, but on several nodes obc starts train with torchrun, " \
+        "which does not read it" in found, found
+    # On one node trl sft's accelerate launch reads it.
+    assert _compile(tmp_path, _set("num_processes: 8"), RUN_FILE) == []
