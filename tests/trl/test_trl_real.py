@@ -75,49 +75,86 @@ def test_a_native_trl_job_trains_with_checkpoints_and_merges(trl_venv, tiny_sft:
     assert config["architectures"] == ["LlamaForCausalLM"]
 
 
+# Many steps: train is still running however late the TERM comes after the checkpoint.
+RESUME_STEPS = 300
+
+
+def resumable(job_id: str, venv: Path, tiny: TinySft, run_dir: Path, **more: object) -> str:
+    """A run file whose train takes RESUME_STEPS steps, a checkpoint every 10."""
+    return trl_run_file(job_id, venv, sft_config(tiny, max_steps=RESUME_STEPS, save_steps=10),
+                        run_dir, **more)
+
+
+def newest_whole(outputs: Path) -> int:
+    """The step of the newest whole checkpoint in output_dir, as its trainer_state.json says
+    (a half-written one, stopped while it saved, is not whole)."""
+    newest = max(int(path.name.partition("-")[2]) for path in outputs.glob("checkpoint-*")
+                 if whole(path))
+    assert global_step(outputs / f"checkpoint-{newest}") == newest
+    return newest
+
+
+def assert_resumed(run_dir: Path, stderr: str, newest: int) -> None:
+    """The second attempt resumed from checkpoint `newest`, took only the steps that were
+    left, and ended at the last one with every step logged once."""
+    outputs = run_dir / OUTPUT_DIR
+    assert f"obc: step 1/1 train: resumes from {OUTPUT_DIR}/checkpoint-{newest}" in \
+        untimed(stderr), last_lines(stderr)
+    assert "--resume_from_checkpoint" in stderr
+    assert losses(run_dir / ".obc/logs/train.2.log") == RESUME_STEPS - newest
+    assert global_step(outputs / f"checkpoint-{RESUME_STEPS}") == RESUME_STEPS
+    state = json.loads((outputs / f"checkpoint-{RESUME_STEPS}" / "trainer_state.json")
+                       .read_text())
+    logged = [entry["step"] for entry in state["log_history"] if "loss" in entry]
+    assert logged == list(range(1, RESUME_STEPS + 1))
+    record = json.loads((run_dir / ".obc/status.json").read_text())
+    assert (record["attempt"], record["state"], record["resumed_from"]) == \
+        (2, "succeeded", f"{OUTPUT_DIR}/checkpoint-{newest}")
+
+
 def test_a_term_during_train_resumes_from_the_newest_complete_checkpoint(
         trl_venv, tiny_sft: TinySft, tmp_path):
     run_dir = tmp_path / "run"
-    # Many steps: train is still running however late the TERM comes after the checkpoint.
-    steps = 300
-    config = sft_config(tiny_sft, max_steps=steps, save_steps=10)
-    script = write_script(tmp_path, compile_text(tmp_path, trl_run_file(
-        "resumed-trl", trl_venv, config, run_dir)))
-    outputs = run_dir / OUTPUT_DIR
+    script = write_script(tmp_path, compile_text(tmp_path, resumable(
+        "resumed-trl", trl_venv, tiny_sft, run_dir)))
     job = subprocess.Popen(["sh", str(script)], env=clean_env(home(tmp_path)),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     try:
-        wait_until(lambda: whole(outputs / "checkpoint-10") or job.poll() is not None,
-                   "train's first checkpoint", JOB_TIMEOUT)
-        job.send_signal(signal.SIGTERM)  # as Slurm, scancel or a ^C would
+        wait_until(lambda: whole(run_dir / OUTPUT_DIR / "checkpoint-10") or
+                   job.poll() is not None, "train's first checkpoint", JOB_TIMEOUT)
+        job.send_signal(signal.SIGTERM)  # as scancel or a ^C would
         _, stderr = job.communicate(timeout=JOB_TIMEOUT)
     finally:
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
     assert job.returncode == 143, last_lines(stderr)
-    first = losses(run_dir / ".obc/logs/train.1.log")
-    assert 10 <= first < steps
-    saved = sorted(int(path.name.partition("-")[2]) for path in outputs.glob("checkpoint-*")
-                   if whole(path))
-    newest = saved[-1]
-    assert global_step(outputs / f"checkpoint-{newest}") == newest
-    # A half-written checkpoint (stopped while it saved) is not whole: moved aside, never
-    # resumed from.
+    assert 10 <= losses(run_dir / ".obc/logs/train.1.log") < RESUME_STEPS
+    newest = newest_whole(run_dir / OUTPUT_DIR)
     again = run(script, tmp_path)
     assert again.returncode == 0, last_lines(again.stderr)
-    assert f"obc: step 1/1 train: resumes from {OUTPUT_DIR}/checkpoint-{newest}" in \
-        untimed(again.stderr)
-    assert "--resume_from_checkpoint" in again.stderr
-    # The second attempt took only the steps that were left, and ended at the last one.
-    assert losses(run_dir / ".obc/logs/train.2.log") == steps - newest
-    assert global_step(outputs / f"checkpoint-{steps}") == steps
-    state = json.loads((outputs / f"checkpoint-{steps}" / "trainer_state.json").read_text())
-    logged = [entry["step"] for entry in state["log_history"] if "loss" in entry]
-    assert logged == list(range(1, steps + 1))
-    record = json.loads((run_dir / ".obc/status.json").read_text())
-    assert (record["attempt"], record["state"], record["resumed_from"]) == \
-        (2, "succeeded", f"{OUTPUT_DIR}/checkpoint-{newest}")
+    assert_resumed(run_dir, again.stderr, newest)
+
+
+def test_a_slurm_job_stopped_during_train_resumes_in_the_next_job(
+        slurm, trl_venv, tiny_sft: TinySft, tmp_path):
+    run_dir = tmp_path / "run"
+    script = write_script(tmp_path, compile_text(tmp_path, resumable(
+        "slurm-resumed-trl", trl_venv, tiny_sft, run_dir, slurm={"time": 30})))
+    first = slurm.submit(script, cwd=tmp_path, env=clean_env(home(tmp_path)))
+    slurm.wait_for(lambda: whole(run_dir / OUTPUT_DIR / "checkpoint-10"), JOB_TIMEOUT,
+                   "train's first checkpoint")
+    # What Slurm sends the script at the time limit's lead time, or scancel --signal.
+    assert slurm.run("scancel", "--batch", "--signal=TERM", first).returncode == 0
+    job = slurm.wait(first, timeout=JOB_TIMEOUT)
+    log = (tmp_path / f"slurm-resumed-trl-{first}.out").read_text()
+    assert job.exit_code == 143, last_lines(log)
+    newest = newest_whole(run_dir / OUTPUT_DIR)
+    second = slurm.submit(script, cwd=tmp_path, env=clean_env(home(tmp_path)))
+    job = slurm.wait(second, timeout=JOB_TIMEOUT)
+    log = (tmp_path / f"slurm-resumed-trl-{second}.out").read_text()
+    assert (job.state, job.exit_code) == ("COMPLETED", 0), last_lines(log)
+    assert_resumed(run_dir, log, newest)
 
 
 def sbatch_job(slurm, tmp_path: Path, job_id: str, text: str) -> None:
