@@ -147,3 +147,13 @@ def test_on_several_nodes_an_accelerate_launch_key_is_refused(tmp_path: Path):
         "which does not read it" in found, found
     # On one node trl sft's accelerate launch reads it.
     assert _compile(tmp_path, _set("num_processes: 8"), RUN_FILE) == []
+
+
+@pytest.mark.parametrize("kind", ["docker", "podman"])
+def test_a_trl_job_in_a_container_names_its_image(tmp_path: Path, kind: str):
+    run_file = RUN_FILE.replace("{kind: native}", f"{{kind: {kind}}}")
+    [found] = _compile(tmp_path, CONFIG, run_file)
+    assert "runtime: a TRL job in docker or podman needs an image" in found, found
+    assert "obc's default image is Axolotl's" in found
+    assert _compile(tmp_path, CONFIG, run_file.replace(
+        f"{{kind: {kind}}}", f"{{kind: {kind}, image: 'org/trl:1.16'}}")) == []
