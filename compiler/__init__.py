@@ -2,4 +2,4 @@
 
 # The one place the version is written (pyproject.toml reads it from here): every script's
 # header names it.
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -80,6 +80,11 @@ class Checkpoints:
         return TRAINER_KINDS[self.trainer].title
 
     @property
+    def resume_field(self) -> str:
+        """The run file's field that says which checkpoint train resumes from."""
+        return f"trainer.{self.trainer}.resume"
+
+    @property
     def own_folder(self) -> bool:
         """Whether output_dir is a folder of its own, not the run dir itself."""
         return not (self.host_base is None and self.host_rest == ".")

@@ -42,7 +42,8 @@ def granted_seconds(seconds: int) -> int:
 
 # The variables a multi-node job exports to every step (README, "Running on Slurm").
 # The states in which a Slurm job has ended (squeue -t all -o %T): its processes are gone.
-# Both job.sh --status and obc status judge a run by them.
+# Both job.sh --status (templates/lib/records.sh, which a test holds to this list) and obc
+# status judge a run by them.
 SLURM_ENDED_STATES = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED",
                       "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT")
 RENDEZVOUS_NAMES = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE")

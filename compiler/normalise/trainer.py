@@ -59,8 +59,8 @@ def trainer_steps(data: dict[str, Any], config: dict[str, Any], *,
 
 
 def trl_steps(trl: dict[str, Any], output_dir: str, *, multi_node: bool) -> tuple[Step, ...]:
-    """trl sft, on every node (on several, as the module torchrun starts: the job adds the
-    rendezvous, slurm.sh.j2); then, with merge, PEFT's merge into <output_dir>/merged."""
+    """trl sft, on every node (on several, as the module torchrun starts: the library's part
+    slurm adds the rendezvous); then, with merge, PEFT's merge into <output_dir>/merged."""
     sft = ("torchrun", "-m", "trl.scripts.sft") if multi_node else ("trl", "sft")
     steps = [Step(TRAIN, (*sft, "--config", TRL.config_name, *trl.get("args", ())), "all")]
     if trl.get("merge", DEFAULT_MERGE):

@@ -66,10 +66,16 @@ class Reused:
 def build_fingerprint() -> str:
     """Return a hash of obc's own code, templates and schema: a version string alone would not
     change when a checkout is edited."""
-    files = sorted({*_PACKAGE.rglob("*.py"), *data_dir("templates").glob("*.j2"), schema_path()})
-    return digest(*(part for path in files
+    return digest(*(part for path in fingerprinted_files()
                     for part in (path.relative_to(path.parent.parent).as_posix(),
                                  path.read_bytes())))
+
+
+def fingerprinted_files() -> list[Path]:
+    """obc's code, its templates with the runtime library's parts (templates/lib/), and the
+    schema: what a script depends on besides its run file."""
+    templates = (path for path in data_dir("templates").rglob("*") if path.is_file())
+    return sorted({*_PACKAGE.rglob("*.py"), *templates, schema_path()})
 
 
 def lookup(reuse: Reuse, path: Path, project: Path, policy: str = "") -> \

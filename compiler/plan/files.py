@@ -18,7 +18,7 @@ from ..read.axolotl import ConfigError, read_config
 from ..render.provenance import sha256
 
 # A line of the script that writes an embedded file: obc_write_file PATH [chomp] <<'DELIM'
-_WRITE = re.compile(r"obc_write_file (?P<path>.+?)(?P<chomp> chomp)? <<'(?P<delimiter>[^']+)'")
+_WRITE = re.compile(r" *obc_write_file (?P<path>.+?)(?P<chomp> chomp)? <<'(?P<delimiter>[^']+)'")
 # Key changes named in one line; a config rewritten as a whole says how many more. A list or
 # mapping longer than MAX_VALUE as JSON is named by its size.
 MAX_KEYS = 8

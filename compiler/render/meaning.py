@@ -34,10 +34,6 @@ MAX_SHOWN = 200
 MAX_DEPTH = 16
 # The field an item of a collection is known by, where it is not the first one.
 KEY_FIELDS: dict[type, str] = {Mount: "target", SweepEntry: "id"}
-# An item of a collection (a step, a file), a mapping of plain values, stays on one line if
-# it is this short.
-LINE_WIDTH = 100
-ITEM_INDENT = "    "
 # Record 2 keeps a hashed text as an object; record 1 kept it as a "sha256:…" string, which a
 # value could be too, so this obc does not read it.
 RECORD_MARKER = "--- obc plan record 2: what this job means, as `obc plan` reads it back ---"
@@ -199,24 +195,9 @@ SWEEP = part_of(Sweep)
 
 def record_lines(job: Job | Sweep) -> list[str]:
     """Return the record of `job` as the comment lines that end its script: the marker, then
-    the meaning as JSON, one field or item a line, so that a change is a one-line diff."""
-    return [RECORD_MARKER, *_json_lines(meaning(job), "")]
-
-
-def _json_lines(value: Any, indent: str) -> list[str]:
-    if isinstance(value, dict) and value:
-        if indent.startswith(ITEM_INDENT) and not any(isinstance(v, dict) for v in value.values()):
-            one_line = indent + json.dumps(value)
-            if len(one_line) <= LINE_WIDTH:
-                return [one_line]
-        lines = [indent + "{"]
-        for i, (key, item) in enumerate(value.items()):
-            inner = _json_lines(item, indent + "  ")
-            inner[0] = f"{indent}  {json.dumps(key)}: {inner[0].lstrip()}"
-            inner[-1] += "," if i < len(value) - 1 else ""
-            lines += inner
-        return [*lines, indent + "}"]
-    return [indent + json.dumps(value)]
+    the meaning as JSON on one line. Two lines, not one a field: a reviewer reads the job
+    above it, and `obc plan` reports what changed in it field by field."""
+    return [RECORD_MARKER, json.dumps(meaning(job))]
 
 
 def read_record(text: str) -> dict[str, Any] | None:

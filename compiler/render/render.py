@@ -32,17 +32,14 @@ from ..model.runtimes import (
     Enroot,
     Native,
 )
-from ..model.slurm import SLURM_ENDED_STATES
 from ..validate.rules.sbatch_options import sbatch_spellings
+from .library import library_line, library_parts, part_text, settings
 from .meaning import record_lines
-from .summary import GENERATED_PREFIX, help_lines, usage
+from .summary import GENERATED_PREFIX, help_lines
 from .sweep import USAGE as SWEEP_USAGE
 from .sweep import Sweep
 from .sweep import help_lines as sweep_help_lines
 
-# The signals a job stops on, with their numbers (Linux; the exit code is 128 + the number):
-# always TERM, INT and HUP; and the one Slurm sends before the time limit, if another.
-SIGNAL_NUMBERS = {"HUP": 1, "INT": 2, "USR1": 10, "USR2": 12, "TERM": 15}
 # The template of each runtime; each extends job.sh.j2.
 _TEMPLATES = {Container: "container.sh.j2", Native: "native.sh.j2",
               Apptainer: "apptainer.sh.j2", Enroot: "enroot.sh.j2"}
@@ -227,7 +224,7 @@ def _environment() -> jinja2.Environment:
         cache_dir_in_container=CONTAINER_CACHE_DIR,
         home_in_container=CONTAINER_HOME,
         lookup=lookup,
-        slurm_ended_states=ShellText(" | ".join(SLURM_ENDED_STATES)),
+        library=library_part,
         # sbatch's --array as a case pattern: -a, its abbreviations, with a value or not.
         sbatch_array_patterns=ShellText(" | ".join(
             ["-a", "-a?*", *(f"--{word}{value}" for word in sbatch_spellings("array")
@@ -239,10 +236,18 @@ def _environment() -> jinja2.Environment:
 def render_job(job: Job, printer: Printer = _REAL) -> str:
     """Return the job.sh of `job`, its values written by `printer`."""
     template = _environment().get_template(_TEMPLATES[type(job.runtime)])
-    lines = help_lines(job)
-    header = [f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.", "", *lines]
-    text = template.render(job=job, header_lines=header, help_lines=lines, usage=usage(job),
-                           trapped_signals=_trapped_signals(job), **{_PRINTER: printer})
+    groups = settings(job)
+    off = [name for group in groups if all(value == "" for _, value in group)
+           for name, _ in group]
+    text = template.render(
+        job=job, generated_line=f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.",
+        library_line=library_line(job), help_lines=help_lines(job),
+        parts=library_parts(job),
+        settings=[[(ShellText(name), value) for name, value in group] for group in groups
+                  if any(value != "" for _, value in group)],
+        # The switches of the features the job has not, on one line: `OBC_RETRY_MAX='' …`.
+        settings_off=ShellText(" ".join(f"{name}=''" for name in off)),
+        **{_PRINTER: printer})
     # The job's meaning, last: `obc plan` reads it back from the script on disk.
     return f"{text}\n{printer.comment(record_lines(job))}\n"
 
@@ -257,9 +262,8 @@ def render_sweep(sweep: Sweep, printer: Printer = _REAL) -> str:
     return f"{text}\n{printer.comment(record_lines(sweep))}\n"
 
 
-def _trapped_signals(job: Job) -> list[dict[str, str | int]]:
-    names = ["TERM", "INT", "HUP"]
-    if job.slurm and job.slurm.signal_name not in names:
-        names.append(job.slurm.signal_name)
-    return [{"name": name, "number": SIGNAL_NUMBERS[name]} for name in names]
-
+def library_part(name: str) -> ShellText:
+    """The part `name` of obc's runtime library, templates/lib/NAME.sh, as written: plain
+    shell that no template renders, so it is the same bytes in every script that uses it.
+    Its last newline is the including template's."""
+    return ShellText(part_text(name).removesuffix("\n"))

@@ -83,7 +83,7 @@ def _resume(job: Job) -> list[str]:
     checkpoints = job.checkpoints
     if checkpoints is None:
         return []
-    policy = f"trainer.{checkpoints.trainer}.resume: {checkpoints.resume}"
+    policy = f"{checkpoints.resume_field}: {checkpoints.resume}"
     if checkpoints.resume == "never":
         return [f"{checkpoints.step} starts over, what it wrote before set aside  ({policy})"]
     which = "whatever made it" if checkpoints.resume == "any" else \

@@ -1,5 +1,5 @@
 """`obc status`: the last state of the job in each run dir, judged from the same facts as
-`job.sh --status` judges them (templates/records.sh.j2): the record .obc/status.json and,
+`job.sh --status` judges them (templates/lib/records.sh): the record .obc/status.json and,
 for a record that says running, whether the run the lock names has gone (README, "Run
 records")."""
 

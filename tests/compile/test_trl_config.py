@@ -123,7 +123,9 @@ CONFIG_INLINE = "model_name_or_path: /models/base, dataset_name: /data/sft, use_
 def test_train_is_trl_sft_resumed_with_its_own_option(tmp_path: Path):
     script = _script(tmp_path, "    merge: true\n")
     assert "obc_step 1 train trl sft --config trl.yaml" in script
-    assert '--resume_from_checkpoint "$OBC_RESUMED_FROM"' in script
+    # The library's main gives train the checkpoint with the option the job sets.
+    assert "OBC_RESUME_OPTION=--resume_from_checkpoint" in script
+    assert "OBC_RESUME_FIELD=trainer.trl.resume" in script
     assert "obc_step 2 merge python3 -c 'import sys; from peft import AutoPeftModelForCausalLM" \
         in script
     assert "merge_and_unload()" in script and " out out/merged" in script
@@ -134,7 +136,10 @@ def test_train_is_trl_sft_resumed_with_its_own_option(tmp_path: Path):
 def test_on_several_nodes_train_is_torchrun_with_the_rendezvous(tmp_path: Path):
     script = _script(tmp_path, "slurm: {nodes: 2, gpus_per_node: 2}\n")
     assert "obc_step 1 train torchrun -m trl.scripts.sft --config trl.yaml" in script
-    assert 'set -- "$OBC_LAUNCHER" "$OBC_TORCHRUN" --nnodes "$NNODES" --nproc_per_node ' \
+    # The library's part slurm puts the rendezvous after torchrun's name in the step the job
+    # names.
+    assert "OBC_TORCHRUN_STEP='' OBC_TORCHRUN_PROGRAM_STEP=train" in script
+    assert 'set -- "$OBC_RUNNER" "$OBC_WORD" --nnodes "$NNODES" --nproc_per_node ' \
         '"$GPUS_PER_NODE"' in script
     assert '--rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT"' in script
 

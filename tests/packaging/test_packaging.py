@@ -55,8 +55,10 @@ def test_the_distribution_is_overbrainer_and_its_command_obc(wheel):
 
 def test_the_wheel_carries_the_templates_and_the_schema(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    templates = {f"compiler/templates/{t.name}" for t in (REPO / "templates").glob("*.j2")}
-    assert templates and templates <= names
+    templates = {f"compiler/templates/{t.relative_to(REPO / 'templates').as_posix()}"
+                 for t in (REPO / "templates").rglob("*") if t.is_file()}
+    assert "compiler/templates/lib/core.sh" in templates
+    assert templates <= names
     assert "compiler/schemas/run.schema.json" in names
 
 

@@ -280,6 +280,7 @@ steps: [{name: s, run: [record, x]}]
 """))
     run = sandbox.run(write_script(tmp_path, text), "--help")
     assert run.returncode == 0
-    header = [line[2:] for line in text.splitlines()[3:] if line.startswith("# ")]
+    summary = text.split("<<'OBC_EOF'\n", 1)[1].splitlines()  # the header's one copy
+    header = [line[2:] for line in summary if line.startswith("# ")]
     assert run.stdout.splitlines()[:3] == header[:3]
     assert "steps       1. s: record x" in run.stdout

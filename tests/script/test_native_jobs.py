@@ -159,7 +159,7 @@ paths: {run_dir: ~/runs/it's here, cache_dir: ~/hf cache}
 steps: [{name: s, run: [record]}]
 """)
     # The header and the plan record name the run file, relative to where obc ran.
-    body = text.split("# --- helpers")[1].split("# --- obc plan record")[0]
+    body = text.split("# --- the job ")[1].split("# --- obc plan record")[0]
     assert str(tmp_path) not in body
     run = sandbox.run(write_script(tmp_path, text))
     assert run.returncode == 0, run.stderr

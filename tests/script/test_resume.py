@@ -437,3 +437,21 @@ def test_an_inherited_variable_does_not_move_what_fresh_sets_aside(checkpointer,
     assert fresh.returncode == 0, fresh.stderr
     assert not elsewhere.exists()
     assert set_aside(run_dir) == ["out/checkpoint-1", "out/checkpoint-2"]
+
+
+def test_fresh_sets_aside_only_the_checkpoints_when_output_dir_is_the_run_dir(checkpointer,
+                                                                           tmp_path):
+    sandbox, run_dir = checkpointer, tmp_path / "run"
+    script = compiled(tmp_path, resumable(max_steps=2, save_steps=1).replace(
+        "output_dir: out", "output_dir: ."))
+    env = sandbox.env(HF_TOKEN="t")
+    first = sandbox.run(script, "--run-dir", str(run_dir), env=env)
+    assert first.returncode == 0, first.stderr
+    assert (run_dir / "checkpoint-2").is_dir()
+    (run_dir / "notes.txt").write_text("mine")
+    fresh = sandbox.run(script, "--run-dir", str(run_dir), "--fresh", env=env)
+    assert fresh.returncode == 0, fresh.stderr
+    (folder,) = (run_dir / "set-aside").iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == [
+        ".obc-done", "checkpoint-1", "checkpoint-2"]
+    assert (run_dir / "notes.txt").read_text() == "mine"

@@ -131,7 +131,7 @@ slurm:
         "#SBATCH --constraint=a100|h100", "#SBATCH --signal=B:USR1@300", "#SBATCH --requeue",
         "#SBATCH --open-mode=append", "#SBATCH --exclusive", "#SBATCH --mail-type=END,FAIL",
     ]
-    assert "\n\n#SBATCH --job-name=sb-run\n" in text
+    assert "DO NOT EDIT.\n#SBATCH --job-name=sb-run\n" in text  # right after line 2
     assert "    -e CUDA_VISIBLE_DEVICES \\\n" in text  # the GPUs Slurm picked, by name
 
 

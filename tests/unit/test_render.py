@@ -65,10 +65,12 @@ description: "first\\ntouch PWNED\\n"
 runtime: {kind: docker}
 steps: [{name: s, run: [x, "a\\ntouch PWNED2"]}]
 """)
-    header = text.split("\n\n# POSIX sh")[0].splitlines()
-    assert header[0] == "#!/bin/sh"
-    assert all(line.startswith("#") for line in header)
-    assert "# | touch PWNED" in header  # the description, fenced
+    # The header: comment lines, then the summary as a quoted here-document of comment lines.
+    top, summary = text.split("\nPS4='+ '\n", 1)[0], text.split("<<'OBC_EOF'\n", 1)[1]
+    assert top.startswith("#!/bin/sh\n")
+    assert all(line.startswith("#") for line in top.splitlines())
+    assert all(line.startswith("#") for line in summary.split("\nOBC_EOF\n", 1)[0].splitlines())
+    assert "# | touch PWNED" in summary.splitlines()  # the description, fenced
 
 
 def test_quote_leaves_plain_words_bare_and_quotes_everything_else():

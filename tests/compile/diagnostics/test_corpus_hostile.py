@@ -71,9 +71,9 @@ SOURCES = [
          "files.b", "is 600,000 bytes, after 600,000 bytes of other files",
          "a run file embeds at most 1,048,576 bytes",
          attachments={"a.txt": "a" * 600_000, "b.txt": "b" * 600_000}),
-    case("script-over-2-mib", BASE + f"description: {'d' * 700_000}\nfiles:\n  a: a.txt\n",
+    case("script-over-2-mib", BASE + f"description: {'d' * 1_040_000}\nfiles:\n  a: a.txt\n",
          1, 1, "", "the job.sh of this run file would be", "at most 2,097,152",
-         attachments={"a.txt": "a" * 700_000}),
+         attachments={"a.txt": "a" * 1_040_000}),
 ]
 
 INVISIBLE = [

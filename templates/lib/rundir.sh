@@ -1,8 +1,6 @@
-{#
-  The run dir: included by job.sh.j2. Everything the job writes goes there, through folders
-  no other user can change, and one run at a time (README, "Security").
-#}
-# --- the run dir -----------------------------------------------------------------------
+# --- obc's library: rundir -------------------------------------------------------------
+# The run dir (README, "Security"): everything the job writes goes there, through folders
+# no other user can change, and one run at a time.
 
 # True when $1 is a folder of the user's own (with $2 = 0: or of root's) that no other user
 # can write into, or only with the sticky bit, as /tmp: another user who could write there
@@ -53,73 +51,6 @@ obc_make_folders() {
   [ -z "$OBC_DRY_RUN" ] || { obc_print_command mkdir -p -- "$1"; return 0; }
   OBC_WORD=$(mkdir -p -- "$1" 2>&1) || obc_fail "cannot create $2 $1: ${OBC_WORD##*: }" 3
 }
-
-{% if job.shared %}
-# Preflight: folder $1 (the run dir, or another folder the job writes into, which $2
-# names) is not another user's link. paths.shared: it may be in a folder the team shares.
-obc_check_folder() {
-  obc_own_link "$1" || obc_preflight_failure "$2 $1 is $(obc_described "$1"): the job follows no other user's link"
-  obc_check_writable "$1" "$2"
-}
-{% else %}
-# Preflight: folder $1 (the run dir, or another folder the job writes into, which $2
-# names), or the folder it will be created in, is safe to write into.
-obc_check_folder() {
-  if [ -e "$1" ] || [ -L "$1" ]; then
-    obc_guarded "$1" || obc_preflight_failure "$2 $1 is not a folder of yours that only you can write ($(obc_described "$1"); paths.shared allows a team's folder)"
-  else
-    OBC_WORD=$(obc_existing_parent "$1")
-    obc_guarded "$OBC_WORD" 0 || obc_preflight_failure "$2 would be created in $OBC_WORD, which another user can change ($(obc_described "$OBC_WORD"); paths.shared allows a team's folder)"
-  fi
-  obc_check_writable "$1" "$2"
-}
-{% endif %}
-
-# Preflight: the run dir, and Axolotl's output_dir where another user could have put
-# something in its place, or the folders to create them in, are safe to write into.
-obc_check_run_dir() {
-  obc_check_folder "$OBC_RUN_DIR" 'the run dir'
-{% if job.checked_output_dir %}
-  obc_check_folder "$OBC_CHECKPOINTS" "{{ job.checkpoints.trainer_title }}'s output_dir"
-{% endif %}
-}
-
-# Creates the run dir and takes it for this run: its .obc folder (the job's own records,
-# which only the user can write), the lock, and a private folder for temporary files.
-obc_prepare_run_dir() {
-  obc_make_folders "$OBC_RUN_DIR" 'the run dir'
-  [ -z "$OBC_DRY_RUN" ] || return 0
-{% if not job.shared %}
-  obc_guarded "$OBC_RUN_DIR" || obc_fail "the run dir $OBC_RUN_DIR is not a folder of yours that only you can write" 3
-{% endif %}
-{% if job.writes_into_run_dir %}
-  OBC_REAL_RUN_DIR=$(cd -P -- "$OBC_RUN_DIR" && pwd -P) || obc_fail "cannot enter $OBC_RUN_DIR"
-{% endif %}
-  mkdir -- "$OBC_RUN_DIR/.obc" 2>/dev/null && chmod go-w "$OBC_RUN_DIR/.obc"
-  if [ -L "$OBC_RUN_DIR/.obc" ] || ! obc_guarded "$OBC_RUN_DIR/.obc"; then
-    obc_fail "$OBC_RUN_DIR/.obc is not a folder of yours that only you can write" 3
-  fi
-{% if job.shared %}
-  OBC_RECORDS_ID=$(stat -c '%d:%i' -- "$OBC_RUN_DIR/.obc")
-{% endif %}
-  obc_lock
-  obc_clear_leftovers
-  OBC_TMP=$(mktemp -d "$OBC_RUN_DIR/.obc/tmp.XXXXXX") ||
-    obc_fail "cannot create a temporary folder in $OBC_RUN_DIR/.obc"
-}
-{% if job.shared %}
-
-# Before and after each step: .obc is still the folder this run made. In a team's folder
-# (paths.shared) another user can put a folder of theirs in its place, where the job would
-# write its records and find the script it gives the nodes; the job then stops at once
-# (exit 3), writing nothing more there.
-obc_check_records_folder() {
-  [ "$(stat -c '%d:%i' -- "$OBC_RUN_DIR/.obc" 2>/dev/null)" = "$OBC_RECORDS_ID" ] && return 0
-  printf 'obc: %s/.obc is no longer the folder this run made: another user put %s in its place; stopping, and writing nothing there\n' \
-    "$OBC_RUN_DIR" "$(obc_described "$OBC_RUN_DIR/.obc")" >&2
-  exit 3
-}
-{% endif %}
 
 # The name of this machine in the lock: the node's name under Slurm (the emulated nodes of
 # a test cluster share one kernel, and so one `uname -n`), else the host's.
@@ -205,43 +136,59 @@ obc_ended_lock() {
       [ "$OBC_RESTARTS" -lt "${SLURM_RESTART_COUNT:-0}" ]
   fi
 }
-{% if job.file_folders %}
 
-# Creates folder $1 of the run dir unless it is there; either way it must be a real folder
-# (never a link, which could lead a file anywhere).
-obc_make_folder() {
-  [ -n "$OBC_DRY_RUN" ] || mkdir -- "$OBC_RUN_DIR/$1" 2>/dev/null ||
-    { [ -d "$OBC_RUN_DIR/$1" ] && [ ! -L "$OBC_RUN_DIR/$1" ]; } ||
-    obc_fail "cannot create the folder $1 in the run dir: something else is in the way"
-}
-{% endif %}
-{% if job.writes_into_run_dir %}
-
-# obc_write_file PATH [chomp] <<'EOF': writes the here-document to PATH in the run dir:
-# first into the private temporary folder, then renamed into place from inside PATH's
-# folder, checked to be where it should be, so that PATH is never half-written and no link
-# can redirect it. With chomp, the file ends without the newline a here-document always adds.
-obc_write_file() {
-  if [ -n "$OBC_DRY_RUN" ]; then
-    printf '# write %s\n' "$(obc_quote "$1")"
-    return 0
-  fi
-  case $1 in */*) OBC_WORD=/${1%/*} ;; *) OBC_WORD= ;; esac
-  if obc_write_body "$@" > "$OBC_TMP/file" &&
-     (cd -P -- "$OBC_RUN_DIR$OBC_WORD" && [ "$(pwd -P)" = "$OBC_REAL_RUN_DIR$OBC_WORD" ] &&
-      mv -fT -- "$OBC_TMP/file" "${1##*/}"); then
-    return 0
-  fi
-  obc_fail "cannot write $1 in the run dir"
-}
-
-obc_write_body() {
-  if [ "$#" -gt 1 ]; then
-    # The body does not end in a newline, so the here-document added exactly one: just
-    # what $(...) strips.
-    printf '%s' "$(cat)"
+# Preflight: folder $1 (the run dir, or another folder the job writes into, which $2
+# names), or the folder it will be created in, is safe to write into. With paths.shared
+# (OBC_SHARED), it may be in a folder the team shares, and only another user's link is not.
+obc_check_folder() {
+  if [ -n "$OBC_SHARED" ]; then
+    obc_own_link "$1" || obc_preflight_failure "$2 $1 is $(obc_described "$1"): the job follows no other user's link"
+  elif [ -e "$1" ] || [ -L "$1" ]; then
+    obc_guarded "$1" || obc_preflight_failure "$2 $1 is not a folder of yours that only you can write ($(obc_described "$1"); paths.shared allows a team's folder)"
   else
-    cat
+    OBC_WORD=$(obc_existing_parent "$1")
+    obc_guarded "$OBC_WORD" 0 || obc_preflight_failure "$2 would be created in $OBC_WORD, which another user can change ($(obc_described "$OBC_WORD"); paths.shared allows a team's folder)"
   fi
+  obc_check_writable "$1" "$2"
 }
-{% endif %}
+
+# Preflight: the run dir, and the trainer's (OBC_TRAINER_TITLE's) output_dir where another
+# user could have put something in its place (OBC_CHECK_OUTPUT_DIR), or the folders to create
+# them in, are safe to write into.
+obc_check_run_dir() {
+  obc_check_folder "$OBC_RUN_DIR" 'the run dir'
+  [ -z "$OBC_CHECK_OUTPUT_DIR" ] ||
+    obc_check_folder "$OBC_CHECKPOINTS" "$OBC_TRAINER_TITLE's output_dir"
+}
+
+# Creates the run dir and takes it for this run: its .obc folder (the job's own records,
+# which only the user can write), the lock, and a private folder for temporary files.
+obc_prepare_run_dir() {
+  obc_make_folders "$OBC_RUN_DIR" 'the run dir'
+  [ -z "$OBC_DRY_RUN" ] || return 0
+  [ -n "$OBC_SHARED" ] || obc_guarded "$OBC_RUN_DIR" ||
+    obc_fail "the run dir $OBC_RUN_DIR is not a folder of yours that only you can write" 3
+  # shellcheck disable=SC2034 # read by the part files, in a job that writes files
+  OBC_REAL_RUN_DIR=$(cd -P -- "$OBC_RUN_DIR" && pwd -P) || obc_fail "cannot enter $OBC_RUN_DIR"
+  mkdir -- "$OBC_RUN_DIR/.obc" 2>/dev/null && chmod go-w "$OBC_RUN_DIR/.obc"
+  if [ -L "$OBC_RUN_DIR/.obc" ] || ! obc_guarded "$OBC_RUN_DIR/.obc"; then
+    obc_fail "$OBC_RUN_DIR/.obc is not a folder of yours that only you can write" 3
+  fi
+  OBC_RECORDS_ID=$(stat -c '%d:%i' -- "$OBC_RUN_DIR/.obc")
+  obc_lock
+  obc_clear_leftovers
+  OBC_TMP=$(mktemp -d "$OBC_RUN_DIR/.obc/tmp.XXXXXX") ||
+    obc_fail "cannot create a temporary folder in $OBC_RUN_DIR/.obc"
+}
+
+# Before and after each step: .obc is still the folder this run made. In a team's folder
+# (paths.shared) another user can put a folder of theirs in its place, where the job would
+# write its records and find the script it gives the nodes; the job then stops at once
+# (exit 3), writing nothing more there.
+obc_check_records_folder() {
+  [ -n "$OBC_SHARED" ] || return 0
+  [ "$(stat -c '%d:%i' -- "$OBC_RUN_DIR/.obc" 2>/dev/null)" = "$OBC_RECORDS_ID" ] && return 0
+  printf 'obc: %s/.obc is no longer the folder this run made: another user put %s in its place; stopping, and writing nothing there\n' \
+    "$OBC_RUN_DIR" "$(obc_described "$OBC_RUN_DIR/.obc")" >&2
+  exit 3
+}

@@ -1,9 +1,6 @@
-{#
-  Run records: included by job.sh.j2. Each run of the job in a run dir is an attempt; its
-  state goes to .obc/status.json and each step's output to .obc/logs/STEP.ATTEMPT.log as well
-  (README, "Run records").
-#}
-# --- run records -----------------------------------------------------------------------
+# --- obc's library: records ------------------------------------------------------------
+# Run records (README, "Run records"): each run of the job in a run dir is an attempt; its
+# state goes to .obc/status.json and each step's output to .obc/logs/STEP.ATTEMPT.log too.
 
 obc_now() {
   date -u +%Y-%m-%dT%H:%M:%SZ
@@ -111,7 +108,12 @@ obc_run_gone() {
 # True when Slurm says job $1 has ended, or no longer knows it; not when squeue cannot say.
 obc_slurm_job_ended() {
   if OBC_WORD=$(squeue -h -j "$1" -t all -o %T 2>&1); then
-    case $OBC_WORD in {{ slurm_ended_states }}) return 0 ;; esac
+    # compiler/model/slurm.py's SLURM_ENDED_STATES, which tests/compile/test_library.py
+    # holds this list to.
+    case $OBC_WORD in
+      BOOT_FAIL | CANCELLED | COMPLETED | DEADLINE | FAILED | NODE_FAIL) return 0 ;;
+      OUT_OF_MEMORY | PREEMPTED | TIMEOUT) return 0 ;;
+    esac
     return 1
   fi
   case $OBC_WORD in *'Invalid job id'*) return 0 ;; esac
@@ -120,12 +122,14 @@ obc_slurm_job_ended() {
 
 # The step's output goes to its log as well as to the job's own output: two tees, fed by
 # named pipes that the step (started first: see obc_start) writes. The tees ignore the
-# signals that stop the job, so that nothing the step says while it stops is lost.
+# signals that stop the job (OBC_SIGNALS, the job's), so that nothing the step says while it
+# stops is lost.
+# shellcheck disable=SC2086 # OBC_SIGNALS is a list of names, split on purpose
 obc_tee_log() {
   OBC_LOG=$OBC_RUN_DIR/.obc/logs/$OBC_NAME.$OBC_ATTEMPT.log
-  (trap '' {{ trapped_signals | map(attribute="name") | list | words }}; exec tee -a "$OBC_LOG" < "$OBC_TMP/out") &
+  (trap '' $OBC_SIGNALS; exec tee -a "$OBC_LOG" < "$OBC_TMP/out") &
   OBC_TEE_OUT=$!
-  (trap '' {{ trapped_signals | map(attribute="name") | list | words }}; exec tee -a "$OBC_LOG" < "$OBC_TMP/err" >&2) &
+  (trap '' $OBC_SIGNALS; exec tee -a "$OBC_LOG" < "$OBC_TMP/err" >&2) &
   OBC_TEE_ERR=$!
 }
 

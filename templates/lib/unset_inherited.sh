@@ -1,3 +1,6 @@
+# --- obc's library: unset_inherited ----------------------------------------------------
+# For the runtimes that read their options from the environment (apptainer, pyxis).
+
 # obc_unset_inherited PREFIX...: unsets every variable of the job's environment whose name
 # starts with a PREFIX (a name in a value's later line is only unset too).
 obc_unset_inherited() {

@@ -1,0 +1,63 @@
+# --- obc's library: on_signal ----------------------------------------------------------
+# checkpoint.on_signal (README, "Preemption and resume"): a job told to stop during training
+# first asks Axolotl for a checkpoint.
+
+# True while the step's program runs: its process is there, and not a zombie (which it is
+# from its end until the shell waits for it).
+# shellcheck disable=SC2329 # called from the traps
+obc_step_alive() {
+  { read -r OBC_WORD < "/proc/$OBC_CHILD/stat"; } 2>/dev/null || return 1
+  case ${OBC_WORD##*') '} in Z*) return 1 ;; esac
+}
+
+# When the job is told to stop during its training step (OBC_CHECKPOINT_STEP): ask Axolotl
+# for a checkpoint (its dynamic_checkpoint trigger file, OBC_CHECKPOINT_TRIGGER) and wait,
+# up to the grace (OBC_CHECKPOINT_GRACE seconds), for a whole checkpoint that was not there
+# before (by name, never by number: an older one may be numbered higher), or for the step
+# to end.
+# shellcheck disable=SC2329 # called from the traps
+obc_ask_checkpoint() {
+  [ "$OBC_NAME" = "$OBC_CHECKPOINT_STEP" ] && [ -d "$OBC_CHECKPOINTS" ] || return 0
+  OBC_BEFORE=" $(obc_whole_checkpoints | tr '\n' ' ')"
+  OBC_TRIGGER=$OBC_CHECKPOINTS/$OBC_CHECKPOINT_TRIGGER
+  if [ -e "$OBC_TRIGGER" ] || [ -L "$OBC_TRIGGER" ]; then
+    printf 'obc: cannot ask Axolotl for a checkpoint: %s is there already\n' "$OBC_TRIGGER" >&2
+    return 0
+  fi
+  obc_create_new "$OBC_TRIGGER" || return 0
+  printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' "$OBC_CHECKPOINT_GRACE" >&2
+  OBC_LEFT=$OBC_CHECKPOINT_GRACE
+  while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
+    OBC_SAVED=$(obc_new_checkpoint "$OBC_BEFORE")
+    if [ -n "$OBC_SAVED" ]; then
+      printf 'obc: %s saved\n' "$OBC_SAVED" >&2
+      break
+    fi
+    sleep 1
+    OBC_LEFT=$((OBC_LEFT - 1))
+  done
+  [ "$OBC_LEFT" -gt 0 ] || printf 'obc: no checkpoint within %s s\n' "$OBC_CHECKPOINT_GRACE" >&2
+  rm -f -- "$OBC_TRIGGER"
+}
+
+# Creates the empty file $1, which is not there, and never through a link (output_dir may
+# be a folder others can write, who could leave one under its name): made new by mktemp
+# beside it, then hard-linked into place, which neither follows a link nor replaces
+# anything. A shell's noclobber (`set -C`) would not do: every shell opens a link to a pipe
+# or a device with it, and yash loops for ever on a link that leads nowhere.
+# shellcheck disable=SC2329 # called from the traps
+obc_create_new() {
+  OBC_NEW=$(mktemp "${1%/*}/.obc-new.XXXXXX") || return 1
+  ln -T -- "$OBC_NEW" "$1"
+  set -- "$?"
+  rm -f -- "$OBC_NEW"
+  return "$1"
+}
+
+# Prints the name of a whole checkpoint that is not in the list $1 (` NAME NAME `), if any.
+# shellcheck disable=SC2329 # called from the traps
+obc_new_checkpoint() {
+  for OBC_WORD in $(obc_whole_checkpoints); do
+    case $1 in *" $OBC_WORD "*) ;; *) printf '%s\n' "$OBC_WORD"; return 0 ;; esac
+  done
+}

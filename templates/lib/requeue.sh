@@ -1,0 +1,26 @@
+# --- obc's library: requeue ------------------------------------------------------------
+# A Slurm job that requeues itself (slurm.max_restarts, or retry under Slurm: README,
+# "Preemption and resume").
+
+# obc_requeue MAX REASON: unless the job has been restarted MAX times already, asks Slurm to
+# run it again from the top (in an array, this task alone) and ends this attempt; else
+# returns false.
+# shellcheck disable=SC2329 # called from the traps
+obc_requeue() {
+  [ -n "${SLURM_JOB_ID:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "$1" ] || return 1
+  OBC_WORD=$SLURM_JOB_ID
+  [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || OBC_WORD=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
+  scontrol requeue "$OBC_WORD" || return 1
+  printf 'obc: %s: requeued (restart %s of %s)\n' "$2" "$((${SLURM_RESTART_COUNT:-0} + 1))" \
+    "$1" >&2
+  obc_status requeued
+  obc_exit 0
+}
+
+# The time limit is near: Slurm sent the job's OBC_TIME_LIMIT_SIGNAL. Requeues the job
+# unless it has been restarted OBC_MAX_RESTARTS times (slurm.max_restarts).
+# shellcheck disable=SC2329 # called from the traps, in a job with slurm.max_restarts
+obc_at_time_limit() {
+  obc_requeue "$OBC_MAX_RESTARTS" 'the time limit is near'
+  obc_fail "the time limit is near, and the job has been restarted $OBC_MAX_RESTARTS times (slurm.max_restarts): giving up" 5
+}

@@ -1,0 +1,21 @@
+# --- obc's library: stop_group ---------------------------------------------------------
+# obc_stop_step for a step that is a process group on this machine (native steps, apptainer,
+# enroot's srun).
+
+# Stops the step: TERM to its whole process group (OBC_TERM_GROUP: native steps, enroot's
+# srun), or only to its first process (apptainer, or srun for a step on every node), which
+# passes it on to the program (to the whole group, the program would get it twice); then
+# KILL for whatever is left of the group after the stop timeout; waits for the step.
+# shellcheck disable=SC2329 # called from the traps
+obc_stop_step() {
+  # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
+  env kill -s TERM -- "${OBC_TERM_GROUP:+-}$OBC_CHILD" 2>/dev/null
+  # (In a subshell that execs, as in obc_start: so that $! is the killer's own process.)
+  # shellcheck disable=SC2016 # expanded by the killer's shell
+  (exec setsid sh -c 'sleep "$1"; env kill -s KILL -- "-$2"' sh "$OBC_STOP_TIMEOUT" \
+    "$OBC_CHILD" >/dev/null 2>&1) &
+  OBC_KILLER=$!
+  wait "$OBC_CHILD" 2>/dev/null
+  # The killer stays for whatever the program left running.
+  env kill -0 -- "-$OBC_CHILD" 2>/dev/null || env kill -s TERM -- "-$OBC_KILLER" 2>/dev/null
+}

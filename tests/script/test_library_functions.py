@@ -1,0 +1,90 @@
+"""obc's runtime library (templates/lib/) tested as a library: its parts sourced as written,
+their functions called directly, in every shell, with the job's variables set as a job's
+part sets them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from compiler.model.slurm import SLURM_ENDED_STATES
+from tests.conftest import REPO, SHELLS
+
+LIBRARY = REPO / "templates" / "lib"
+
+
+def run_library(shell: str, parts: list[str], code: str, path: str | None = None) -> \
+        subprocess.CompletedProcess[str]:
+    """Source `parts` in `shell` (set -u, as a job runs), then run `code`."""
+    sourced = "".join(f". {LIBRARY / part}.sh\n" for part in parts)
+    env = {"PATH": path or os.environ["PATH"], "LANG": "C.UTF-8"}
+    return subprocess.run([*SHELLS[shell], "-c", f"set -u\n{sourced}{code}"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_retry_tries_again_only_for_its_exit_codes_and_up_to_its_maximum(shell):
+    done = run_library(shell, ["core", "records", "retry"], """\
+OBC_RETRY_EXIT_CODES='75 137' OBC_RETRY_MAX=2 OBC_RETRY_REQUEUES=''
+OBC_NUMBER=1 OBC_STEP_COUNT=1 OBC_NAME=train
+for OBC_STATUS in 7 1 137 75 75; do
+  OBC_ANSWER=no
+  ! obc_retry 2>/dev/null || OBC_ANSWER=yes
+  printf '%s %s\\n' "$OBC_STATUS" "$OBC_ANSWER"
+done
+""")
+    assert (done.returncode, done.stderr) == (0, "")
+    # 7 is in no code's place (75 holds it only as a part); the third try is one too many.
+    assert done.stdout == "7 no\n1 no\n137 yes\n75 yes\n75 no\n"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_which_finds_a_program_as_a_started_process_would(shell, tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "tool").write_text("not executable")
+    (tmp_path / "b" / "tool").write_text("#!/bin/sh\n")
+    (tmp_path / "b" / "tool").chmod(0o755)
+    done = run_library(shell, ["core"], f"""\
+obc_which tool {tmp_path}/a:{tmp_path}/b
+obc_which missing {tmp_path}/a:{tmp_path}/b || printf 'not found\\n'
+""")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"{tmp_path}/b/tool\nnot found\n"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_absolute_path_drops_relative_and_empty_entries_and_says_so(shell):
+    done = run_library(shell, ["core"], 'obc_absolute_path\nprintf "%s\\n" "$PATH"\n',
+                       path=f"bin::/usr/bin:.:{os.environ['PATH']}")
+    assert done.returncode == 0
+    assert done.stdout == f"/usr/bin:{os.environ['PATH']}\n"
+    assert done.stderr == "obc: ignoring relative PATH entries: 'bin' '' '.'\n"
+
+
+@pytest.fixture
+def squeue(tmp_path) -> Path:
+    """A squeue that answers with $OBC_TEST_ANSWER, and fails when it starts with `error`."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "squeue").write_text(
+        '#!/bin/sh\ncase $OBC_TEST_ANSWER in error*) echo "$OBC_TEST_ANSWER" >&2; exit 1 ;; esac\n'
+        'printf "%s\\n" "$OBC_TEST_ANSWER"\n')
+    (folder / "squeue").chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_slurm_job_has_ended_in_the_states_obc_status_knows(shell, squeue):
+    answers = [*SLURM_ENDED_STATES, "RUNNING", "PENDING", "error: Invalid job id specified",
+               "error: cannot reach slurmctld"]
+    code = "".join(f"OBC_TEST_ANSWER='{answer}'; export OBC_TEST_ANSWER\n"
+                   "if obc_slurm_job_ended 7; then echo ended; else echo running; fi\n"
+                   for answer in answers)
+    done = run_library(shell, ["records"], code, path=f"{squeue}:{os.environ['PATH']}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ended"] * len(SLURM_ENDED_STATES) + [
+        "running", "running", "ended", "running"]
