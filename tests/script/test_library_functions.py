@@ -88,3 +88,25 @@ def test_a_slurm_job_has_ended_in_the_states_obc_status_knows(shell, squeue):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ended"] * len(SLURM_ENDED_STATES) + [
         "running", "running", "ended", "running"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_on_every_node_gives_torchrun_the_rendezvous_where_the_job_says(shell):
+    """TRL's train is torchrun itself (OBC_TORCHRUN_PROGRAM_STEP): the rendezvous goes right
+    after its name; Axolotl's (OBC_TORCHRUN_STEP) gets torchrun as its launcher; another step
+    is handed on as it is."""
+    done = run_library(shell, ["slurm"], """\
+obc_node_tasks() { printf '%s|' "$@"; printf '\\n'; }
+NNODES=2 GPUS_PER_NODE=4 MASTER_ADDR=n1 MASTER_PORT=29500 SLURM_JOB_ID=7
+OBC_TORCHRUN_STEP=axolotl-train OBC_TORCHRUN_PROGRAM_STEP=trl-train
+OBC_NAME=trl-train obc_on_every_node run torchrun -m trl.scripts.sft --config trl.yaml
+OBC_NAME=axolotl-train obc_on_every_node run axolotl train axolotl.yaml
+OBC_NAME=merge obc_on_every_node run python3 -c 'merge'
+""")
+    assert (done.returncode, done.stderr) == (0, "")
+    rendezvous = "--nnodes|2|--nproc_per_node|4|--rdzv_backend|c10d|--rdzv_endpoint|n1:29500|" \
+        "--rdzv_id|7|"
+    assert done.stdout.splitlines() == [
+        f"run|torchrun|{rendezvous}-m|trl.scripts.sft|--config|trl.yaml|",
+        f"run|axolotl|train|axolotl.yaml|--launcher|torchrun|--|{rendezvous}",
+        "run|python3|-c|merge|"]
