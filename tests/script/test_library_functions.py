@@ -110,3 +110,14 @@ OBC_NAME=merge obc_on_every_node run python3 -c 'merge'
         f"run|torchrun|{rendezvous}-m|trl.scripts.sft|--config|trl.yaml|",
         f"run|axolotl|train|axolotl.yaml|--launcher|torchrun|--|{rendezvous}",
         "run|python3|-c|merge|"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_starting_over_names_the_trainers_own_resume_field(shell):
+    done = run_library(shell, ["core", "records", "resume_never"], """\
+OBC_RESUME_FIELD=trainer.trl.resume OBC_DRY_RUN=1
+OBC_NUMBER=1 OBC_STEP_COUNT=2 OBC_NAME=train
+obc_resume
+""")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr.endswith(" step 1/2 train: starts over (trainer.trl.resume: never)\n")
