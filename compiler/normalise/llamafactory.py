@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from ..model.defaults import DEFAULT_RESUME
+from ..model.defaults import DEFAULT_RESUME, DEFAULT_TRAINER_OUTPUT_DIR
 from ..model.job import Checkpoints, EmbeddedFile, Step
 from ..model.runtimes import Mount
 from ..read.load import Path_
@@ -21,8 +21,6 @@ EXPORT_FIELD: Path_ = (*FIELD, "export")
 # Where the job writes the configs, in the run dir.
 CONFIG_NAME = "llamafactory.yaml"
 EXPORT_NAME = "llamafactory-export.yaml"
-# transformers' TrainingArguments when the config names no output_dir (training_args.py).
-DEFAULT_OUTPUT_DIR = "trainer_output"
 # llamafactory-cli reads the config, then key=value words that override it (hparams/parser.py,
 # read_args: OmegaConf.from_cli); an explicit resume_from_checkpoint wins over its own search
 # of output_dir (parser.py, get_train_args: get_last_checkpoint only when it is None).
@@ -73,6 +71,7 @@ def files(data: dict[str, Any], attachments: dict[Path_, str]) -> tuple[Embedded
 def checkpoints(data: dict[str, Any], config: dict[str, Any],
                 mounts: tuple[Mount, ...] | None) -> Checkpoints | None:
     resume = data["trainer"]["llamafactory"].get("resume", DEFAULT_RESUME)
-    output_dir = posixpath.normpath(str(config.get("output_dir", DEFAULT_OUTPUT_DIR)))
+    output_dir = posixpath.normpath(str(config.get("output_dir", DEFAULT_TRAINER_OUTPUT_DIR)))
     return Checkpoints(TRAIN, output_dir, *host_place(output_dir, mounts), resume,
-                       resume_flag=RESUME_WORD, resume_field="trainer.llamafactory.resume")
+                       trainer_title="LLaMA-Factory", resume_flag=RESUME_WORD,
+                       resume_field="trainer.llamafactory.resume")

@@ -73,5 +73,6 @@ def checkpoints(data: dict[str, Any], mounts: tuple[Mount, ...] | None) -> Check
         return None
     output_dir = posixpath.normpath(torchrun.get("output_dir", DEFAULT_TORCHRUN_OUTPUT_DIR))
     return Checkpoints(TRAIN, output_dir, *host_place(output_dir, mounts),
-                       resume.get("from", DEFAULT_RESUME), resume_flag=resume["flag"],
+                       resume.get("from", DEFAULT_RESUME), trainer_title="the script",
+                       resume_flag=resume["flag"],
                        resume_field="trainer.torchrun.resume.from")
