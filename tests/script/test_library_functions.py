@@ -126,6 +126,9 @@ done
     assert done.stdout == "train 85\nexport 60\nexport 85\n"
     assert done.stderr == "obc: passing the signal on to torchrun; it has 85 s to save a " \
         "checkpoint and end\n" * 2
+
+
+@pytest.mark.parametrize("shell", SHELLS)
 def test_on_every_node_gives_torchrun_the_rendezvous_where_the_job_says(shell):
     """TRL's train is torchrun itself (OBC_TORCHRUN_PROGRAM_STEP): the rendezvous goes right
     after its name; Axolotl's (OBC_TORCHRUN_STEP) gets torchrun as its launcher; another step
