@@ -14,6 +14,11 @@ from .defaults import (
     DEFAULT_TRL_VERSION,
 )
 
+# Hugging Face's libraries ping the Hub (huggingface_hub's send_telemetry) unless this is set.
+HF_NO_TELEMETRY = (("HF_HUB_DISABLE_TELEMETRY", "1"),)
+# A resumed run continues its W&B run (the job sets WANDB_RUN_ID, which needs the run dir).
+WANDB_RESUME = (("WANDB_RESUME", "allow"),)
+
 
 @dataclass(frozen=True, slots=True)
 class TrainerKind:
@@ -42,8 +47,7 @@ AXOLOTL = TrainerKind(
 TRL = TrainerKind(
     "trl", "TRL", "trl.yaml", ("train", "merge"), DEFAULT_TRAINER_OUTPUT_DIR,
     "--resume_from_checkpoint",
-    # TRL's trainers ping the Hub (huggingface_hub's send_telemetry) unless this is set.
-    (("HF_HUB_DISABLE_TELEMETRY", "1"),), DEFAULT_TRL_VERSION, checkpoints_on_signal=False)
+    HF_NO_TELEMETRY, DEFAULT_TRL_VERSION, checkpoints_on_signal=False)
 TRAINER_KINDS = {kind.name: kind for kind in (AXOLOTL, TRL)}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from ..model.defaults import DEFAULT_RESUME, DEFAULT_TRAINER_OUTPUT_DIR
 from ..model.job import Checkpoints, EmbeddedFile, Step
 from ..model.runtimes import Mount
+from ..model.trainers import HF_NO_TELEMETRY, WANDB_RESUME
 from ..read.load import Path_
 from .trainer import TRAIN, dump_config, host_place
 
@@ -29,8 +30,7 @@ RESUME_WORD = "resume_from_checkpoint="
 # NPROC_PER_NODE, MASTER_ADDR and MASTER_PORT from the environment (launcher.py; the docs'
 # "distributed" page), which obc's rendezvous exports on several nodes. Hugging Face's
 # libraries send no telemetry; a resumed run continues its W&B run.
-LLAMAFACTORY_ENV = (("FORCE_TORCHRUN", "1"), ("HF_HUB_DISABLE_TELEMETRY", "1"),
-                    ("WANDB_RESUME", "allow"))
+LLAMAFACTORY_ENV = (("FORCE_TORCHRUN", "1"), *HF_NO_TELEMETRY, *WANDB_RESUME)
 
 
 def config_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:

@@ -45,15 +45,13 @@ from ..model.runtimes import (
     mounts_of,
 )
 from ..model.slurm import Slurm, default_signal
-from ..model.trainers import AXOLOTL, TRL, trainer_kind
+from ..model.trainers import AXOLOTL, TRL, WANDB_RESUME, trainer_kind
 from ..read.axolotl import read_config
 from ..read.load import Path_, config_field
 from . import llamafactory, torchrun, trainer
 
-# A trainer sends no telemetry (model/trainers.py), and a resumed run continues its W&B run
-# (the job sets WANDB_RUN_ID, which needs the run dir, where it runs).
+# A trainer sends no telemetry, and a resumed run continues its W&B run (model/trainers.py).
 NO_TELEMETRY = AXOLOTL.no_telemetry
-WANDB_RESUME = (("WANDB_RESUME", "allow"),)
 AXOLOTL_ENV = (*NO_TELEMETRY, *WANDB_RESUME)
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
 # run dir may not exist before the job creates it).
