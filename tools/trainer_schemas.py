@@ -2,6 +2,7 @@
 schemas/trainers/<trainer>-<major.minor>.json (README, "Axolotl's config, checked").
 
     python3 -m tools.trainer_schemas axolotl /opt/obc-axolotl
+    python3 -m tools.trainer_schemas trl /opt/obc-trl
 
 The trainer is imported only here, in its own venv (given), never by obc: the venv's Python
 prints the schema, and this keeps what a check needs (no descriptions or defaults), adds
@@ -51,9 +52,7 @@ ANNOTATIONS = frozenset(("title", "description", "default", "examples", "depreca
 
 def axolotl_schema(venv: Path) -> tuple[str, dict[str, Any]]:
     """Return Axolotl's major.minor version in `venv` and the schema obc checks configs by."""
-    found = json.loads(subprocess.run(
-        [str(venv / "bin" / "python"), "-c", AXOLOTL_PROGRAM], check=True,
-        capture_output=True, text=True).stdout)
+    found = json.loads(_run(venv, AXOLOTL_PROGRAM))
     schema = without_annotations(found["schema"])
     # A key the config must have may come from the command line instead (`axolotl train
     # CONFIG --learning-rate 1e-4`, trainer.axolotl.args): Axolotl says if it is missing.
@@ -97,7 +96,88 @@ def dump(schema: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(top) + "\n}\n"
 
 
-TRAINERS = {"axolotl": axolotl_schema}
+# Run by TRL's venv: prints TRL's version; the schema of each field of `trl sft`'s dataclasses
+# (ScriptArguments, SFTConfig, ModelConfig, DatasetMixtureConfig, read by transformers'
+# HfArgumentParser) from its type hint, since TrlParser hands a config's values to the
+# dataclasses as they are (argparse converts only a string); and the options of `accelerate
+# launch` that take a value, to which `trl sft` passes any other key of the config as
+# `--KEY VALUE` (trl/scripts/utils.py, set_defaults_with_config). A type it cannot say in
+# JSON (a torch dtype, a callable) leaves the value unchecked rather than guessed.
+TRL_PROGRAM = """
+import dataclasses, enum, json, sys, types, typing
+from importlib.metadata import version
+from accelerate.commands.launch import launch_command_parser
+from trl.scripts.sft import make_parser
+
+SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean",
+           type(None): "null", dict: "object", list: "array"}
+
+def schema(hint):
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint in SCALARS:
+        return {"type": SCALARS[hint]}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": [member.value for member in hint]}
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    if origin in (typing.Union, types.UnionType):
+        branches = [schema(arg) for arg in args]
+        # transformers takes `SchedulerType | str` and turns the string into the enum in
+        # __post_init__: only the enum's values pass.
+        if any("enum" in branch for branch in branches):
+            branches.remove({"type": "string"})
+        return {} if {} in branches else branches[0] if len(branches) == 1 \
+            else {"anyOf": branches}
+    if origin in (list, tuple):
+        return {"type": "array", "items": schema(args[0]) if args else {}}
+    if origin is dict:
+        return {"type": "object"}
+    return {}
+
+def fields(parser):
+    found = {}
+    for kind in parser.dataclass_types:
+        hints = typing.get_type_hints(kind)
+        for field in dataclasses.fields(kind):
+            if field.init:
+                found[field.name] = schema(hints[field.name])
+    return found
+
+ARGPARSE = {"str": "string", "int": "integer", "float": "number"}
+launch = {action.dest: ({"enum": list(action.choices)} if action.choices else
+                        {"type": ARGPARSE[action.type.__name__]}
+                        if getattr(action.type, "__name__", None) in ARGPARSE else {})
+          for action in launch_command_parser()._actions
+          if action.option_strings and action.nargs is None}
+json.dump({"version": version("trl"), "fields": fields(make_parser()), "launch": launch},
+          sys.stdout)
+"""
+
+
+def trl_schema(venv: Path) -> tuple[str, dict[str, Any]]:
+    """Return TRL's major.minor version in `venv` and the schema of `trl sft`'s config."""
+    found = json.loads(_run(venv, TRL_PROGRAM))
+    options = {**found["launch"], **found["fields"],
+               # TrlParser exports `env:` before it parses (parse_args_and_config).
+               "env": {"type": "object"}}
+    schema = {"$comment": f"TRL {found['version']}'s `trl sft` config, made by "
+                          "python3 -m tools.trainer_schemas; do not edit",
+              "type": "object", "properties": options,
+              "propertyNames": {"enum": sorted(options)},
+              # The keys trl sft passes to accelerate launch (those of no dataclass, nor
+              # `env`): torchrun, which starts train on several nodes, reads none of them
+              # (read/trl.py).
+              "$defs": {"launch_options": {"enum": sorted(
+                  set(found["launch"]) - set(found["fields"]) - {"env"})}}}
+    return ".".join(found["version"].split(".")[:2]), schema
+
+
+def _run(venv: Path, program: str) -> str:
+    return subprocess.run([str(venv / "bin" / "python"), "-c", program], check=True,
+                          capture_output=True, text=True).stdout
+
+
+TRAINERS = {"axolotl": axolotl_schema, "trl": trl_schema}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,8 @@ DEFAULT_AXOLOTL_VERSION = "0.19"
 DEFAULT_LAUNCHER = "torchrun"
 DEFAULT_TORCHRUN_OUTPUT_DIR = "output"
 DEFAULT_NPROC_PER_NODE = 1
+# The TRL release a trainer.trl config is checked against when the run file names none.
+DEFAULT_TRL_VERSION = "1.16"
 # Seconds a stopped step has between TERM and KILL: a trainer that saves on TERM needs more
 # than the engines' 10 s.
 DEFAULT_STOP_TIMEOUT = 60
@@ -71,6 +73,9 @@ RUN_FILE_DEFAULTS = {
     "trainer.torchrun.launcher": DEFAULT_LAUNCHER,
     "trainer.torchrun.output_dir": DEFAULT_TORCHRUN_OUTPUT_DIR,
     "trainer.torchrun.resume.from": DEFAULT_RESUME,
+    "trainer.trl.merge": DEFAULT_MERGE,
+    "trainer.trl.resume": DEFAULT_RESUME,
+    "trainer.trl.version": DEFAULT_TRL_VERSION,
     "checkpoint.on_signal": DEFAULT_ON_SIGNAL,
     "checkpoint.grace": DEFAULT_GRACE,
     "checkpoint.check_interval": DEFAULT_CHECK_INTERVAL,
@@ -84,6 +89,9 @@ RUN_FILE_DEFAULTS = {
 # The tools' own, which obc does not set but must know.
 # Where Axolotl writes checkpoints when the config does not say (its schema's default).
 DEFAULT_OUTPUT_DIR = "./model-out"
+# Where TRL and LLaMA-Factory write checkpoints when the config does not say (transformers'
+# TrainingArguments, training_args.py).
+DEFAULT_TRAINER_OUTPUT_DIR = "trainer_output"
 # Where Axolotl 0.19 keeps the prepared dataset when the config names no dataset_prepared_path.
 DEFAULT_PREPARED_DIR = "last_run_prepared"
 # Seconds before the time limit Slurm sends a `--signal` that names none.

@@ -56,14 +56,15 @@ class Secret:
 
 @dataclass(frozen=True, slots=True)
 class Checkpoints:
-    """Where the train step (Axolotl's, or a script's under torchrun) writes its checkpoint-N
-    folders: its output_dir as the trainer sees it (relative to the run dir, or absolute in
-    its container), and where the script finds it: `host_base` (None: the run dir; else a
-    folder on the machine, such as a mount's source) joined with `host_rest`. `resume` says
-    which complete one train starts from (README, "Preemption and resume"); `prepared_dir`,
-    Axolotl's prepared dataset when it is in the run dir, is set aside with the checkpoints
-    when the job starts over.
-    `resume_flag` is the option train takes the checkpoint's path with (one that ends in `=`
+    """Where the train step (Axolotl's, TRL's, or a script's under torchrun) writes its
+    checkpoint-N folders: its output_dir as the trainer sees it (relative to the run dir, or
+    absolute in its container), and where the script finds it: `host_base` (None: the run
+    dir; else a folder on the machine, such as a mount's source) joined with `host_rest`.
+    `resume` says which complete one train starts from (README, "Preemption and resume");
+    `prepared_dir`, Axolotl's prepared dataset when it is in the run dir, is set aside with
+    the checkpoints when the job starts over.
+    `trainer_title` is the trainer's name for people (messages say whose output_dir),
+    `resume_flag` the option train takes the checkpoint's path with (one that ends in `=`
     takes it in the same word), `resume_field` the run file's field that chose `resume`."""
 
     step: str
@@ -71,9 +72,10 @@ class Checkpoints:
     host_base: str | None
     host_rest: str
     resume: Resume
+    trainer_title: str
+    resume_flag: str
+    resume_field: str
     prepared_dir: str | None = None
-    resume_flag: str = "--resume-from-checkpoint"
-    resume_field: str = "trainer.axolotl.resume"
 
     @property
     def own_folder(self) -> bool:

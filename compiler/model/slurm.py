@@ -75,6 +75,9 @@ class Slurm:
     # With nodes > 1: the step launched with torchrun across the nodes (Axolotl's train), if
     # any.
     torchrun_step: str | None
+    # With nodes > 1: the step whose program is torchrun (TRL's train), which takes the
+    # rendezvous options right after its name, if any.
+    torchrun_program_step: str | None = None
 
     @property
     def multi_node(self) -> bool:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from ..model.defaults import DEFAULT_RESUME
+from ..model.defaults import DEFAULT_RESUME, DEFAULT_TRAINER_OUTPUT_DIR
 from ..model.job import Checkpoints, EmbeddedFile, Step
 from ..model.runtimes import Mount
+from ..model.trainers import HF_NO_TELEMETRY, WANDB_RESUME
 from ..read.load import Path_
 from .trainer import TRAIN, dump_config, host_place
 
@@ -21,8 +22,6 @@ EXPORT_FIELD: Path_ = (*FIELD, "export")
 # Where the job writes the configs, in the run dir.
 CONFIG_NAME = "llamafactory.yaml"
 EXPORT_NAME = "llamafactory-export.yaml"
-# transformers' TrainingArguments when the config names no output_dir (training_args.py).
-DEFAULT_OUTPUT_DIR = "trainer_output"
 # llamafactory-cli reads the config, then key=value words that override it (hparams/parser.py,
 # read_args: OmegaConf.from_cli); an explicit resume_from_checkpoint wins over its own search
 # of output_dir (parser.py, get_train_args: get_last_checkpoint only when it is None).
@@ -31,8 +30,7 @@ RESUME_WORD = "resume_from_checkpoint="
 # NPROC_PER_NODE, MASTER_ADDR and MASTER_PORT from the environment (launcher.py; the docs'
 # "distributed" page), which obc's rendezvous exports on several nodes. Hugging Face's
 # libraries send no telemetry; a resumed run continues its W&B run.
-LLAMAFACTORY_ENV = (("FORCE_TORCHRUN", "1"), ("HF_HUB_DISABLE_TELEMETRY", "1"),
-                    ("WANDB_RESUME", "allow"))
+LLAMAFACTORY_ENV = (("FORCE_TORCHRUN", "1"), *HF_NO_TELEMETRY, *WANDB_RESUME)
 
 
 def config_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
@@ -73,6 +71,7 @@ def files(data: dict[str, Any], attachments: dict[Path_, str]) -> tuple[Embedded
 def checkpoints(data: dict[str, Any], config: dict[str, Any],
                 mounts: tuple[Mount, ...] | None) -> Checkpoints | None:
     resume = data["trainer"]["llamafactory"].get("resume", DEFAULT_RESUME)
-    output_dir = posixpath.normpath(str(config.get("output_dir", DEFAULT_OUTPUT_DIR)))
+    output_dir = posixpath.normpath(str(config.get("output_dir", DEFAULT_TRAINER_OUTPUT_DIR)))
     return Checkpoints(TRAIN, output_dir, *host_place(output_dir, mounts), resume,
-                       resume_flag=RESUME_WORD, resume_field="trainer.llamafactory.resume")
+                       trainer_title="LLaMA-Factory", resume_flag=RESUME_WORD,
+                       resume_field="trainer.llamafactory.resume")

@@ -45,15 +45,14 @@ from ..model.runtimes import (
     mounts_of,
 )
 from ..model.slurm import Slurm, default_signal
+from ..model.trainers import AXOLOTL, TRL, WANDB_RESUME, trainer_kind
 from ..read.axolotl import read_config
-from ..read.load import CONFIG_FIELD, Path_
+from ..read.load import Path_, config_field
 from . import llamafactory, torchrun, trainer
 
-# Axolotl sends no telemetry (with no network, it would keep `axolotl train` from exiting),
-# and a resumed run continues its W&B run (the job sets WANDB_RUN_ID, which needs the run
-# dir, where it runs).
-NO_TELEMETRY = (("AXOLOTL_DO_NOT_TRACK", "1"),)
-AXOLOTL_ENV = (*NO_TELEMETRY, ("WANDB_RESUME", "allow"))
+# A trainer sends no telemetry, and a resumed run continues its W&B run (model/trainers.py).
+NO_TELEMETRY = AXOLOTL.no_telemetry
+AXOLOTL_ENV = (*NO_TELEMETRY, *WANDB_RESUME)
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
 # run dir may not exist before the job creates it).
 WANDB_GROUP = "WANDB_RUN_GROUP"
@@ -62,9 +61,10 @@ WANDB_GROUP = "WANDB_RUN_GROUP"
 def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
     """Return the fields that name files to embed, with the path each names."""
     fields: list[tuple[Path_, str]] = []
-    config = data.get("trainer", {}).get("axolotl", {}).get("config")
-    if isinstance(config, str):
-        fields.append((CONFIG_FIELD, config))
+    field = config_field(data)
+    config = data.get("trainer", {}).get(field[1], {}).get("config")
+    if isinstance(config, str) and trainer_kind(data) is not None:  # LLaMA-Factory's: below
+        fields.append((field, config))
     if "torchrun" in data.get("trainer", {}):
         fields.append((torchrun.SCRIPT_FIELD, data["trainer"]["torchrun"]["script"]))
     if "llamafactory" in data.get("trainer", {}):
@@ -83,12 +83,11 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     job_id = data["id"]
     paths = data.get("paths", {})
     cache_default = None if kind == "native" else DEFAULT_CACHE_DIR
-    launched = bool({"axolotl", "torchrun"} & set(data.get("trainer", {})))
-    slurm = _slurm(data["slurm"], job_id, launched, "retry" in data) \
+    slurm = _slurm(data["slurm"], job_id, data, "retry" in data) \
         if "slurm" in data else None
-    runtime_model = _runtime(runtime, digests,
-                             multi_node=slurm is not None and slurm.multi_node)
-    config = _axolotl_config(data, attachments)
+    multi_node = slurm is not None and slurm.multi_node
+    runtime_model = _runtime(runtime, digests, multi_node=multi_node)
+    config = _trainer_config(data, attachments)
     mounts = None if kind == "native" else runtime_model.mounts
     script = "torchrun" in data.get("trainer", {})
     factory = _llamafactory_config(data, attachments)
@@ -102,7 +101,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
         cache_dir=paths.get("cache_dir", cache_default),
         shared=paths.get("shared", DEFAULT_SHARED),
-        steps=_steps(data),
+        steps=_steps(data, config, multi_node=multi_node),
         files=_files(data, attachments, sweep, config),
         env=_env(data, sweep),
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
@@ -119,13 +118,15 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     )
 
 
-def _axolotl_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
+def _trainer_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
         dict[str, Any] | None:
-    """The Axolotl config as data: what a config file holds, or the inline mapping."""
-    if "axolotl" not in data.get("trainer", {}):
+    """The trainer's config as data (Axolotl's, TRL's): what a config file holds, or the inline
+    mapping."""
+    if trainer_kind(data) is None:
         return None
-    config = data["trainer"]["axolotl"]["config"]
-    return read_config(attachments[CONFIG_FIELD]) if isinstance(config, str) else config
+    field = config_field(data)
+    config = data["trainer"][field[1]]["config"]
+    return read_config(attachments[field]) if isinstance(config, str) else config
 
 
 def _llamafactory_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
@@ -180,12 +181,13 @@ def _gpus(gpus: str | list[int | str]) -> str | tuple[str, ...]:
     return gpus if isinstance(gpus, str) else tuple(str(device) for device in gpus)
 
 
-def _steps(data: dict[str, Any]) -> tuple[Step, ...]:
+def _steps(data: dict[str, Any], config: dict[str, Any] | None, *,
+           multi_node: bool) -> tuple[Step, ...]:
     """The trainer's steps, then the explicit ones; only train runs on every node unless a
     step says otherwise."""
     trainers = data.get("trainer", {})
-    first = trainer.axolotl_steps(trainers["axolotl"]) if "axolotl" in trainers else \
-        torchrun.steps(data) if "torchrun" in trainers else \
+    first = trainer.trainer_steps(data, config, multi_node=multi_node) if config is not None \
+        else torchrun.steps(data) if "torchrun" in trainers else \
         llamafactory.steps(data) if "llamafactory" in trainers else ()
     return first + tuple(
         Step(step["name"], tuple(step["run"]),
@@ -193,8 +195,9 @@ def _steps(data: dict[str, Any]) -> tuple[Step, ...]:
         for step in data.get("steps", ()))
 
 
-def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool, retry: bool) -> Slurm:
+def _slurm(slurm: dict[str, Any], job_id: str, data: dict[str, Any], retry: bool) -> Slurm:
     time = slurm.get("time")
+    kind = trainer_kind(data)
     return Slurm(
         job_name=slurm.get("job_name", job_id),
         output=slurm.get("output", DEFAULT_SLURM_OUTPUT),
@@ -213,9 +216,11 @@ def _slurm(slurm: dict[str, Any], job_id: str, axolotl: bool, retry: bool) -> Sl
         extra=tuple(slurm.get("extra", ())),
         max_restarts=slurm.get("max_restarts"),
         requeues_itself="max_restarts" in slurm or retry,
-        # A trainer's train (Axolotl's, or a script's) is launched across the nodes by torchrun
-        # (or accelerate's launch of it).
-        torchrun_step=trainer.TRAIN if axolotl else None,
+        # Axolotl's train is launched across the nodes with torchrun, as is a script's (by
+        # torchrun, or accelerate's launch of it); TRL's train is torchrun itself.
+        torchrun_step=trainer.TRAIN if kind is AXOLOTL or "torchrun" in data.get("trainer", {})
+        else None,
+        torchrun_program_step=trainer.TRAIN if kind is TRL else None,
     )
 
 
@@ -223,7 +228,7 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun 
            config: dict[str, Any] | None) -> tuple[EmbeddedFile, ...]:
     files = []
     if config is not None:
-        file = trainer.config_file(data, attachments.get(CONFIG_FIELD), config)
+        file = trainer.config_file(data, attachments.get(config_field(data)), config)
         if sweep is not None and sweep.config_file is not None:
             file = dataclasses.replace(file, origin=f"{sweep.config_file}, patched")
         files.append(file)
@@ -240,7 +245,8 @@ def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str],
     env = {name: str(value["value"] if isinstance(value, dict) else value)
            for name, value in data.get("env", {}).items()}
     trainers = data.get("trainer", {})
-    defaults = AXOLOTL_ENV if "axolotl" in trainers else \
+    kind = trainer_kind(data)
+    defaults = kind.no_telemetry + WANDB_RESUME if kind is not None else \
         torchrun.TORCHRUN_ENV if "torchrun" in trainers else \
         llamafactory.env(data) if "llamafactory" in trainers else \
         NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()

@@ -18,13 +18,14 @@ from ..model.defaults import (
 from ..model.job import Checkpoints, EmbeddedFile, OnSignal, Step
 from ..model.launcher import Launcher
 from ..model.runtimes import Mount
+from ..model.trainers import HF_NO_TELEMETRY, WANDB_RESUME
 from .trainer import TRAIN, host_place, on_signal
 
 # The run file's field that names the script.
 SCRIPT_FIELD = ("trainer", "torchrun", "script")
 # The script's own telemetry is its business; Hugging Face's libraries it may use send none,
 # and a resumed run continues its W&B run (the job sets WANDB_RUN_ID).
-TORCHRUN_ENV = (("HF_HUB_DISABLE_TELEMETRY", "1"), ("WANDB_RESUME", "allow"))
+TORCHRUN_ENV = (*HF_NO_TELEMETRY, *WANDB_RESUME)
 
 
 def script_name(torchrun: dict[str, Any]) -> str:
@@ -73,5 +74,6 @@ def checkpoints(data: dict[str, Any], mounts: tuple[Mount, ...] | None) -> Check
         return None
     output_dir = posixpath.normpath(torchrun.get("output_dir", DEFAULT_TORCHRUN_OUTPUT_DIR))
     return Checkpoints(TRAIN, output_dir, *host_place(output_dir, mounts),
-                       resume.get("from", DEFAULT_RESUME), resume_flag=resume["flag"],
+                       resume.get("from", DEFAULT_RESUME), trainer_title="the script",
+                       resume_flag=resume["flag"],
                        resume_field="trainer.torchrun.resume.from")

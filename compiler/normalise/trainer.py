@@ -1,6 +1,7 @@
-"""Normalising `trainer.axolotl`: its steps, the config written into the run dir, where train
-resumes from and how it checkpoints on a stop signal. Part of the normalise stage: the input
-is valid, so nothing here reports problems (axolotl.config_problems has reported them)."""
+"""Normalising `trainer.axolotl` and `trainer.trl`: their steps, the config written into the run
+dir, where train resumes from and how it checkpoints on a stop signal. Part of the normalise
+stage: the input is valid, so nothing here reports problems (axolotl.config_problems has
+reported them)."""
 
 from __future__ import annotations
 
@@ -15,22 +16,57 @@ from ..model.defaults import (
     DEFAULT_GRACE,
     DEFAULT_MERGE,
     DEFAULT_ON_SIGNAL,
-    DEFAULT_OUTPUT_DIR,
     DEFAULT_PREPARED_DIR,
     DEFAULT_PREPROCESS,
     DEFAULT_RESUME,
 )
 from ..model.job import Checkpoints, EmbeddedFile, OnSignal, Resume, Step
 from ..model.runtimes import Mount, host_folder
+from ..model.trainers import AXOLOTL, TRL, TrainerKind, checkpoints_on_signal, trainer_kind
 from ..read.axolotl import AXOLOTL_CONFIG_NAME, TRIGGER_FILE
 
 # Step name and Axolotl command, in the order they run.
 AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
 TRAIN = "train"
+# TRL's merge: PEFT's merge_and_unload of the adapter in output_dir (argv[1]), saved with its
+# tokenizer into argv[2]. One line, shown whole in the script and its header.
+TRL_MERGE = ("import sys; from peft import AutoPeftModelForCausalLM; "
+             "from transformers import AutoTokenizer; adapter, merged = sys.argv[1:]; "
+             "AutoPeftModelForCausalLM.from_pretrained(adapter).merge_and_unload()"
+             ".save_pretrained(merged); "
+             "AutoTokenizer.from_pretrained(adapter).save_pretrained(merged)")
+
+
+def kind_of(data: dict[str, Any]) -> TrainerKind:
+    """The trainer of a run file that has one."""
+    kind = trainer_kind(data)
+    assert kind is not None  # validated
+    return kind
 
 
 def resume_policy(data: dict[str, Any]) -> Resume:
-    return data["trainer"]["axolotl"].get("resume", DEFAULT_RESUME)
+    kind = kind_of(data)
+    return data["trainer"][kind.name].get("resume", DEFAULT_RESUME)
+
+
+def trainer_steps(data: dict[str, Any], config: dict[str, Any], *,
+                  multi_node: bool) -> tuple[Step, ...]:
+    """The steps the run file's trainer adds (`config` is its config as data)."""
+    kind = kind_of(data)
+    if kind is AXOLOTL:
+        return axolotl_steps(data["trainer"]["axolotl"])
+    return trl_steps(data["trainer"]["trl"], _output_dir(config, kind), multi_node=multi_node)
+
+
+def trl_steps(trl: dict[str, Any], output_dir: str, *, multi_node: bool) -> tuple[Step, ...]:
+    """trl sft, on every node (on several, as the module torchrun starts: the library's part
+    slurm adds the rendezvous); then, with merge, PEFT's merge into <output_dir>/merged."""
+    sft = ("torchrun", "-m", "trl.scripts.sft") if multi_node else ("trl", "sft")
+    steps = [Step(TRAIN, (*sft, "--config", TRL.config_name, *trl.get("args", ())), "all")]
+    if trl.get("merge", DEFAULT_MERGE):
+        steps.append(Step("merge", ("python3", "-c", TRL_MERGE, output_dir,
+                                    posixpath.join(output_dir, "merged")), "first"))
+    return tuple(steps)
 
 
 def axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
@@ -47,11 +83,12 @@ def config_file(data: dict[str, Any], text: str | None, parsed: dict[str, Any]) 
     (`text`), an inline config as YAML that Axolotl reads back to the same values; with
     checkpoint on_signal, and no dynamic_checkpoint of the user's own (in `parsed`, the
     config as data), a block that turns it on."""
-    config = data["trainer"]["axolotl"]["config"]
+    kind = kind_of(data)
+    config = data["trainer"][kind.name]["config"]
     body = text if isinstance(config, str) and text is not None else dump_config(config)
-    origin = config if isinstance(config, str) else "trainer.axolotl.config"
+    origin = config if isinstance(config, str) else f"trainer.{kind.name}.config"
     if not on_signal(data) or "dynamic_checkpoint" in parsed:
-        return EmbeddedFile(AXOLOTL_CONFIG_NAME, body, origin)
+        return EmbeddedFile(kind.config_name, body, origin)
     adds = _trigger_settings(data.get("checkpoint", {}))
     return EmbeddedFile(AXOLOTL_CONFIG_NAME, _with_settings(body, adds), origin, adds)
 
@@ -76,7 +113,11 @@ def _with_settings(body: str, settings: tuple[tuple[str, str], ...]) -> str:
 
 
 def on_signal(data: dict[str, Any]) -> bool:
-    return "trainer" in data and data.get("checkpoint", {}).get("on_signal", DEFAULT_ON_SIGNAL)
+    """Whether train is asked for a checkpoint on a stop signal: by a trainer that saves one
+    (Axolotl, a script under torchrun; not TRL, README "Trainers"), unless the run file says
+    no."""
+    return checkpoints_on_signal(data) and \
+        data.get("checkpoint", {}).get("on_signal", DEFAULT_ON_SIGNAL)
 
 
 def signal_checkpoint(data: dict[str, Any], config: dict[str, Any]) -> OnSignal | None:
@@ -94,9 +135,17 @@ def checkpoints(data: dict[str, Any], config: dict[str, Any],
     resume = resume_policy(data)
     if resume == "never" and not on_signal(data):
         return None
-    output_dir = posixpath.normpath(str(config.get("output_dir", DEFAULT_OUTPUT_DIR)))
+    kind = kind_of(data)
+    output_dir = posixpath.normpath(_output_dir(config, kind))
     return Checkpoints(TRAIN, output_dir, *host_place(output_dir, mounts), resume,
-                       _prepared_dir(config))
+                       trainer_title=kind.title, resume_flag=kind.resume_flag,
+                       resume_field=f"trainer.{kind.name}.resume",
+                       prepared_dir=_prepared_dir(config) if kind is AXOLOTL else None)
+
+
+def _output_dir(config: dict[str, Any], kind: TrainerKind) -> str:
+    """Where train writes its checkpoints, as the trainer sees it."""
+    return str(config.get("output_dir", kind.output_dir))
 
 
 def host_place(output_dir: str, mounts: tuple[Mount, ...] | None) -> tuple[str | None, str]:

@@ -15,10 +15,11 @@ from ..core.diagnostics import Diagnostic
 from ..core.project import source_name
 from ..core.text import quoted
 from ..model.job import Job, SweepRun
+from ..model.trainers import trainer_kind
 from ..normalise import llamafactory
 from ..normalise.normalise import attachment_fields, normalise
 from ..read.axolotl import ConfigError, config_place, config_problems, read_config
-from ..read.load import CONFIG_FIELD, Source, display_name, load_source
+from ..read.load import CONFIG_FIELD, Source, config_field, display_name, load_source
 from ..read.sources import (
     BudgetError,
     Embedding,
@@ -28,6 +29,7 @@ from ..read.sources import (
     check_regular,
     find_project,
 )
+from ..read.trl import TRL_PATHS, trl_problems
 from ..render.provenance import inputs_digest, lock_entry
 from ..render.sweep import throttled
 from ..sweep.expand import Expansion, expand
@@ -83,7 +85,7 @@ def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     problems = validate(source)
     if not problems:
         attachments, problems = _read_attachments(source, Embedding(project))
-    if not problems and "axolotl" in source.data.get("trainer", {}):
+    if not problems and trainer_kind(source.data) is not None:  # a trainer with a schema
         problems = _config_problems(source, attachments)
     if problems:
         return None, problems
@@ -125,12 +127,16 @@ def input_files(built: Built) -> list[str]:
 
 
 def _config_problems(source: Source, attachments: dict) -> list[Diagnostic]:
-    """The Axolotl config must be one its version of Axolotl takes, and the files it names in
-    the run dir must be ones the job puts there."""
-    config = source.data["trainer"]["axolotl"]["config"]
+    """The trainer's config must be one its release of the trainer takes, and the files it
+    names in the run dir must be ones the job puts there."""
+    field = config_field(source.data)
+    config = source.data["trainer"][field[1]]["config"]
     name = display_name(source.directory / config) if isinstance(config, str) else ""
-    where = config_place(source, attachments.get(CONFIG_FIELD), name)
+    where = config_place(source, attachments.get(field), name)
     embedded = list(source.data.get("files", {}))
+    if field[1] == "trl":
+        return [*trainer_config.problems(where), *config_problems(where, embedded, TRL_PATHS),
+                *trl_problems(where)]
     return [*trainer_config.problems(where), *config_problems(where, embedded)]
 
 
@@ -149,7 +155,7 @@ def _read_attachments(source: Source, embedding: Embedding) -> tuple[dict, list[
     for path, relative in attachment_fields(source.data):
         try:
             text = embedding.read(source.directory / relative)
-            if path == CONFIG_FIELD or path[:2] == llamafactory.FIELD:
+            if path == config_field(source.data) or path[:2] == llamafactory.FIELD:
                 read_config(text)
             attachments[path] = text
         except ConfigError as error:  # located in the config file itself

@@ -9,6 +9,7 @@ shows each of its fields. Also the bill of a sweep's sweep.sh. `obc plan` report
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,11 +27,11 @@ from ..model.runtimes import (
     registry_host,
 )
 from ..model.slurm import Slurm
+from ..model.trainers import AXOLOTL, TRL
 from ..read.axolotl import ConfigError, read_config
 from ..render.meaning import snake_case
 from ..render.provenance import sha256
 from ..render.sweep import Sweep
-from ..validate.rules import AXOLOTL_CONFIG_NAME
 
 # What each engine option obc adds gives the container; {} is the option's value.
 OPTION_MEANINGS = {
@@ -92,9 +93,11 @@ class SlurmBill:
     directives: tuple[str, ...]
     max_restarts: int | None
     requeues_itself: bool
-    # A job on several nodes: the port its rendezvous listens on, the step torchrun starts.
+    # A job on several nodes: the port its rendezvous listens on, the step torchrun starts,
+    # and the step that is torchrun, given the rendezvous (TRL's train).
     rendezvous_port: int | None
     torchrun_step: str | None
+    torchrun_program_step: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +228,8 @@ def _slurm(slurm: Slurm | None) -> SlurmBill | None:
     several = slurm.multi_node
     return SlurmBill(slurm.directives, slurm.max_restarts, slurm.requeues_itself,
                      slurm.rendezvous_port if several else None,
-                     slurm.torchrun_step if several else None)
+                     slurm.torchrun_step if several else None,
+                     slurm.torchrun_program_step if several else None)
 
 
 def _sweep_bill(sweep: Sweep) -> SweepBill:
@@ -340,25 +344,43 @@ def _egress(job: Job, images: tuple[Image, ...]) -> tuple[Egress, ...]:
     if env.get("WANDB_MODE", "") not in WANDB_OFF_VALUES:
         found.append(Egress("api.wandb.ai", "Weights & Biases: metrics and logs, where the "
                             "steps report there", "WANDB_MODE=offline"))
-    hub = _hub_model_id(job)
-    if hub is not None:
-        found.append(Egress("huggingface.co", f"Axolotl pushes the model to the Hub "
-                            f"repository {hub} (hub_model_id in {AXOLOTL_CONFIG_NAME})"))
+    push = _hub_push(job)
+    if push is not None:
+        found.append(push)
     return tuple(found)
 
 
-def _hub_model_id(job: Job) -> str | None:
-    """The Hub repository the job's Axolotl config pushes the model to, if it names one."""
-    if not any(step.argv[0] == "axolotl" for step in job.steps):
-        return None
-    for file in job.files:
-        if file.path == AXOLOTL_CONFIG_NAME:
-            try:
-                hub = read_config(file.content).get("hub_model_id")
-            except ConfigError:
-                return None
-            return None if hub is None else str(hub)
+def _hub_push(job: Job) -> Egress | None:
+    """Where the job's trainer pushes the model, if its config says so: Axolotl when it names
+    a hub_model_id; TRL with push_to_hub, to hub_model_id or the token's user's repository
+    named after output_dir (transformers' default)."""
+    if any(step.argv[0] == "axolotl" for step in job.steps):
+        config = _config(job, AXOLOTL.config_name)
+        hub = config.get("hub_model_id")
+        return None if hub is None else Egress(
+            "huggingface.co", f"Axolotl pushes the model to the Hub repository {hub} "
+            f"(hub_model_id in {AXOLOTL.config_name})")
+    if any(step.argv[:2] == ("trl", "sft") or "trl.scripts.sft" in step.argv
+           for step in job.steps):
+        config = _config(job, TRL.config_name)
+        if str(config.get("push_to_hub", False)).lower() not in ("true", "yes", "t", "y", "1"):
+            return None
+        output_dir = str(config.get("output_dir", TRL.output_dir)).rstrip("/")
+        hub = config.get("hub_model_id") or f"<the token's user>/{posixpath.basename(output_dir)}"
+        return Egress("huggingface.co", f"TRL pushes the model to the Hub repository {hub} "
+                      f"(push_to_hub in {TRL.config_name})")
     return None
+
+
+def _config(job: Job, name: str) -> dict:
+    """The trainer config the job embeds as `name`, as data; empty if none or unreadable."""
+    for file in job.files:
+        if file.path == name:
+            try:
+                return read_config(file.content)
+            except ConfigError:
+                return {}
+    return {}
 
 
 def _where(job: Job, step: str) -> str:

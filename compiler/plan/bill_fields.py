@@ -54,10 +54,11 @@ BILLED: dict[str, str] = {
     **{f"slurm.{name}": SBATCH for name in (
         "job_name", "output", "signal", "requeue", "nodes", "gpus_per_node", "cpus_per_task",
         "partition", "account", "qos", "time", "mem", "constraint", "extra",
-        "rendezvous_port", "max_restarts", "requeues_itself", "torchrun_step")},
+        "rendezvous_port", "max_restarts", "requeues_itself", "torchrun_step",
+        "torchrun_program_step")},
     **{f"checkpoints.{name}": "checkpoints" for name in (
         "step", "output_dir", "host_base", "host_rest", "resume", "prepared_dir",
-        "resume_flag", "resume_field")},
+        "trainer_title", "resume_flag", "resume_field")},
     **{f"launcher.{name}": "commands" for name in (
         "step", "kind", "nproc_per_node", "script", "args")},
     "on_signal.grace": "stop",

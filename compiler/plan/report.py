@@ -104,7 +104,9 @@ def _sbatch(slurm: SlurmBill) -> list[str]:
             *([f"rendezvous on port {slurm.rendezvous_port} of the first node"]
               if slurm.rendezvous_port is not None else []),
             *([f"{slurm.torchrun_step} launched with torchrun across the nodes"]
-              if slurm.torchrun_step else [])]
+              if slurm.torchrun_step else []),
+            *([f"{slurm.torchrun_program_step} is torchrun across the nodes, given the "
+               "rendezvous"] if slurm.torchrun_program_step else [])]
 
 
 def _checkpoints(bill: Bill) -> list[str]:

@@ -23,21 +23,33 @@ from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from ..core.diagnostics import Diagnostic, field_path, show
-from ..model.defaults import DEFAULT_ON_SIGNAL, DEFAULT_OUTPUT_DIR, DEFAULT_RESUME
+from ..model.defaults import DEFAULT_ON_SIGNAL, DEFAULT_RESUME
 from ..model.runtimes import host_folder, mounts_of
-from .load import CONFIG_FIELD, Mark, Path_, Source
+from ..model.trainers import AXOLOTL, trainer_kind
+from .load import CONFIG_FIELD, Mark, Path_, Source, config_field
 from .screen import MAX_DEPTH, syntax_error
 
 # Where the job writes the config, in the run dir.
-AXOLOTL_CONFIG_NAME = "axolotl.yaml"
+AXOLOTL_CONFIG_NAME = AXOLOTL.config_name
 # The file that makes Axolotl save a checkpoint (utils/callbacks/dynamic_checkpoint.py).
 TRIGGER_FILE = "axolotl_checkpoint.save"
 
-# Keys of the config whose string values are files Axolotl reads, by where they stand: a
-# top-level key, or a key of each item of a top-level list of datasets.
-FILE_KEYS = ("deepspeed",)
-DATASET_LISTS = ("datasets", "test_datasets", "pretraining_dataset")
-DATASET_FILE_KEYS = ("path", "data_files")
+
+
+@dataclass(frozen=True, slots=True)
+class PathKeys:
+    """Where a trainer's config names files it reads, by where they stand: top-level keys
+    whose string is always a path, top-level keys whose string is a path or a Hugging Face
+    hub id, and the keys of each item of top-level lists of datasets."""
+
+    files: tuple[str, ...]
+    files_or_hub: tuple[str, ...]
+    dataset_lists: tuple[str, ...]
+    dataset_keys: tuple[str, ...]
+
+
+AXOLOTL_PATHS = PathKeys(("deepspeed",), (), ("datasets", "test_datasets",
+                                             "pretraining_dataset"), ("path", "data_files"))
 # Files a dataset's path names by its ending, when it could also be a hub id `org/name`.
 DATA_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet", ".arrow", ".txt", ".tsv", ".yaml",
                  ".yml")
@@ -88,24 +100,25 @@ class FileValue:
     mark: Mark | None
 
 
-def run_dir_files(config: dict[str, Any]) -> Iterator[FileValue]:
+def run_dir_files(config: dict[str, Any], paths: PathKeys = AXOLOTL_PATHS) -> \
+        Iterator[FileValue]:
     """Yield every value of `config` that names a file relative to the run dir."""
-    for keys, value in _file_values(config):
-        if isinstance(value, str) and _relative_local_path(keys, value):
+    for keys, value in _file_values(config, paths):
+        if isinstance(value, str) and _relative_local_path(keys, value, paths):
             yield FileValue(keys, value, _mark(config, keys))
 
 
-def _file_values(config: dict[str, Any]) -> Iterator[tuple[Path_, Any]]:
-    for key in FILE_KEYS:
+def _file_values(config: dict[str, Any], paths: PathKeys) -> Iterator[tuple[Path_, Any]]:
+    for key in (*paths.files, *paths.files_or_hub):
         if key in config:
             yield (key,), config[key]
-    for name in DATASET_LISTS:
+    for name in paths.dataset_lists:
         datasets = config.get(name)
         for i, dataset in enumerate(datasets if isinstance(datasets, list) else ()):
             if not isinstance(dataset, dict):
                 yield (name, i), dataset
                 continue
-            for key in DATASET_FILE_KEYS:
+            for key in paths.dataset_keys:
                 value = dataset.get(key)
                 for j, item in enumerate(value if isinstance(value, list) else ()):
                     yield (name, i, key, j), item
@@ -113,14 +126,14 @@ def _file_values(config: dict[str, Any]) -> Iterator[tuple[Path_, Any]]:
                     yield (name, i, key), value
 
 
-def _relative_local_path(keys: Path_, value: str) -> bool:
-    """Whether Axolotl reads `value` as a path in the run dir, rather than an absolute path
-    or a Hugging Face hub id (`tatsu-lab/alpaca`, or a canonical one such as `squad`): a
-    dataset's path is local when it starts with `./` or `../`, ends like a data file, or has
-    more folders than a hub id's one `/`."""
+def _relative_local_path(keys: Path_, value: str, paths: PathKeys) -> bool:
+    """Whether the trainer reads `value` as a path in the run dir, rather than an absolute
+    path or a Hugging Face hub id (`tatsu-lab/alpaca`, or a canonical one such as `squad`):
+    a dataset's or model's path is local when it starts with `./` or `../`, ends like a data
+    file, or has more folders than a hub id's one `/`."""
     if not value or value.startswith(("/", "~")) or "://" in value:
         return False
-    if keys[0] in FILE_KEYS or "data_files" in keys:
+    if keys[0] in paths.files or "data_files" in keys:
         return True
     return (value.startswith(("./", "../")) or value.count("/") > 1
             or PurePosixPath(value).suffix.lower() in DATA_SUFFIXES)
@@ -163,19 +176,21 @@ def looks_like_config(data: Any) -> bool:
 
 
 def config_place(source: Source, config_text: str | None, config_name: str) -> ConfigPlace:
-    """Return a run file's Axolotl config, read with its positions: inline (`config_text`
+    """Return a run file's trainer config, read with its positions: inline (`config_text`
     None), or the file `config_name` whose text is `config_text`."""
-    config = source.data["trainer"]["axolotl"]["config"] if config_text is None \
+    field = config_field(source.data)
+    config = source.data["trainer"][field[1]]["config"] if config_text is None \
         else read_config(config_text)
-    return ConfigPlace(source, config, config_name)
+    return ConfigPlace(source, config, config_name, field)
 
 
-def config_problems(where: ConfigPlace, embedded: list[str]) -> Iterator[Diagnostic]:
-    """Yield a problem for each file the Axolotl config names in the run dir that nothing
+def config_problems(where: ConfigPlace, embedded: list[str],
+                    paths: PathKeys = AXOLOTL_PATHS) -> Iterator[Diagnostic]:
+    """Yield a problem for each file the trainer's config names in the run dir that nothing
     will put there, and for what keeps train from checkpointing where the job looks."""
     for keys, message, hint in _checkpoint_problems(where.source.data, where.config):
         yield where.problem(keys, message, hint)
-    for found in run_dir_files(where.config):
+    for found in run_dir_files(where.config, paths):
         if not in_run_dir(found.value, embedded):
             yield where.problem(found.keys, f"{show(found.value)} is a path in the run dir, "
                                 "where nothing puts it", missing_file_hint(found.value))
@@ -183,13 +198,14 @@ def config_problems(where: ConfigPlace, embedded: list[str]) -> Iterator[Diagnos
 
 @dataclass(frozen=True, slots=True)
 class ConfigPlace:
-    """Locates problems of a run file's Axolotl config, inline or in a file of its own: at
-    the inline config's own value, or at the run file's `config` for a config file (whose
-    line the message gives)."""
+    """Locates problems of a run file's trainer config (at `field`), inline or in a file of
+    its own: at the inline config's own value, or at the run file's `config` for a config
+    file (whose line the message gives)."""
 
     source: Source
     config: Any
     name: str
+    field: Path_ = CONFIG_FIELD
 
     def problem(self, keys: Path_, message: str, hint: str | None, *,
                 key: bool = False) -> Diagnostic:
@@ -197,27 +213,30 @@ class ConfigPlace:
         file's `config`, the message naming the config file's line."""
         source = self.source
         if not self.name:
-            return source.problem(CONFIG_FIELD + keys, message, hint, key=key)
+            return source.problem(self.field + keys, message, hint, key=key)
         inside = _mark(self.config, keys, key=key) if keys else None
-        mark = source.mark(CONFIG_FIELD)
+        mark = source.mark(self.field)
         where = f"{self.name}:{inside.line}:{inside.column}: " if inside else f"{self.name}: "
         what = f"{field_path(keys)}: " if keys else ""
-        return Diagnostic(source.file, mark.line, mark.column, field_path(CONFIG_FIELD),
+        return Diagnostic(source.file, mark.line, mark.column, field_path(self.field),
                           f"{where}{what}{message}", hint)
 
 
 def _checkpoint_problems(data: dict[str, Any], config: dict[str, Any]) -> \
         Iterator[tuple[Path_, str, str]]:
     """What keeps resume or checkpoint-on-signal from working with this config."""
-    resume = data["trainer"]["axolotl"].get("resume", DEFAULT_RESUME) != "never"
-    on_signal = data.get("checkpoint", {}).get("on_signal", DEFAULT_ON_SIGNAL)
+    kind = trainer_kind(data) or AXOLOTL
+    resume = data["trainer"][kind.name].get("resume", DEFAULT_RESUME) != "never"
+    on_signal = kind.checkpoints_on_signal and \
+        data.get("checkpoint", {}).get("on_signal", DEFAULT_ON_SIGNAL)
     if not (resume or on_signal):
         return
-    output_dir = config.get("output_dir", DEFAULT_OUTPUT_DIR)
+    output_dir = config.get("output_dir", kind.output_dir)
     if not isinstance(output_dir, str) or re.search(r'["\\\x00-\x1f]', output_dir):
         yield (("output_dir",) if "output_dir" in config else ()), \
             "output_dir must be a plain path: the job looks for checkpoints in it", \
-            "or set trainer.axolotl.resume: never and checkpoint.on_signal: false"
+            f"or set trainer.{kind.name}.resume: never" + \
+            (" and checkpoint.on_signal: false" if kind.checkpoints_on_signal else "")
     elif posixpath.normpath(output_dir).split("/")[0] == "..":
         yield ("output_dir",), f"{show(output_dir)} leaves the run dir, and no check " \
             "covers where it leads", "keep it in the run dir, or make it absolute: the job " \

@@ -186,7 +186,8 @@ def settings(job: Job) -> list[list[Setting]]:
         [("OBC_CHECKPOINT_STEP", checkpoints.step if checkpoints else ""),
          ("OBC_CHECK_OUTPUT_DIR", "1" if job.checked_output_dir else ""),
          *([("OBC_CHECKPOINTS_OWN_FOLDER", "1" if checkpoints.own_folder else ""),
-            ("OBC_PREPARED_DIR", checkpoints.prepared_dir or "")] if checkpoints else [])],
+            ("OBC_PREPARED_DIR", checkpoints.prepared_dir or ""),
+            ("OBC_TRAINER_TITLE", checkpoints.trainer_title)] if checkpoints else [])],
         [("OBC_RESUME", checkpoints.resume if job.resumes else ""),
          *([("OBC_RESUME_FIELD", checkpoints.resume_field)] if checkpoints else []),
          *([("OBC_TRAINER_OUTPUT_DIR", checkpoints.output_dir),
@@ -209,7 +210,9 @@ def settings(job: Job) -> list[list[Setting]]:
         [("OBC_NODE_STEPS", " ".join(job.node_steps)),
          *([("OBC_MASTER_PORT", slurm.rendezvous_port),
             ("OBC_GPUS_PER_NODE", slurm.gpus_per_node),
-            ("OBC_TORCHRUN_STEP", slurm.torchrun_step or "")] if job.node_steps else [])],
+            ("OBC_TORCHRUN_STEP", slurm.torchrun_step or ""),
+            ("OBC_TORCHRUN_PROGRAM_STEP", slurm.torchrun_program_step or "")]
+           if job.node_steps else [])],
         runtime,
     ]
     return [group for group in groups if group]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.diagnostics import Diagnostic, closest, describe_value, did_you_mean, show
 from ..core.resources import trainer_schema, trainer_schema_versions
-from ..model.defaults import DEFAULT_AXOLOTL_VERSION
+from ..model.trainers import trainer_kind
 from ..read.axolotl import ConfigPlace
 from ..read.load import Path_
 from . import fastschema
@@ -25,7 +25,13 @@ if TYPE_CHECKING:  # imported when there is an error to explain: it is slow to i
     from jsonschema import ValidationError
     from jsonschema.protocols import Validator
 
-VERSION_FIELD: Path_ = ("trainer", "axolotl", "version")
+# What a trainer does with a key its config does not know, and what to do about it.
+UNKNOWN_KEY_HINTS = {
+    "axolotl": "Axolotl ignores a key it does not know; remove it, or load the plugin that "
+               "reads it (plugins:)",
+    "trl": "trl sft passes a key it does not know to accelerate launch as --KEY VALUE, "
+           "which refuses it; remove it",
+}
 
 # The strings pydantic's lax mode reads as booleans, numbers and integers.
 _BOOLEAN_STRINGS = frozenset(("0", "off", "f", "false", "n", "no",
@@ -35,19 +41,24 @@ _INTEGER = re.compile(r"\s*[+-]?\d+\s*")
 
 
 def problems(where: ConfigPlace) -> list[Diagnostic]:
-    """Return what the run file's Axolotl release would reject in its config, sorted."""
-    version = where.source.data["trainer"]["axolotl"].get("version", DEFAULT_AXOLOTL_VERSION)
-    known = trainer_schema_versions("axolotl")
+    """Return what the run file's release of its trainer would reject in its config, sorted."""
+    kind = trainer_kind(where.source.data)
+    assert kind is not None  # a valid run file's trainer is one obc knows
+    version = where.source.data["trainer"][kind.name].get("version", kind.version)
+    known = trainer_schema_versions(kind.name)
     if version not in known:
-        return [where.source.problem(VERSION_FIELD, f"obc has no schema of Axolotl {version}",
-                                     f"obc checks the configs of Axolotl {', '.join(known)}")]
-    schema = trainer_schema("axolotl", version)
+        return [where.source.problem(("trainer", kind.name, "version"),
+                                     f"obc has no schema of {kind.title} {version}",
+                                     f"obc checks the configs of {kind.title} "
+                                     f"{', '.join(known)}")]
+    schema = trainer_schema(kind.name, version)
     if fastschema.is_valid(schema, where.config):
         return []
+    release = f"{kind.title} {version}"
     return sorted({where.problem(keys, message, hint, key=at_key)
-                   for error in _validator("axolotl", version).iter_errors(where.config)
-                   for keys, at_key, message, hint in _explain(error, f"Axolotl {version}",
-                                                               schema)})
+                   for error in _validator(kind.name, version).iter_errors(where.config)
+                   for keys, at_key, message, hint in _explain(error, release, schema,
+                                                               UNKNOWN_KEY_HINTS[kind.name])})
 
 
 @cache
@@ -73,20 +84,19 @@ def _is_number(value: Any) -> bool:
 Explanation = tuple[Path_, bool, str, str | None]
 
 
-def _explain(error: ValidationError, release: str, root: dict[str, Any]) -> \
+def _explain(error: ValidationError, release: str, root: dict[str, Any], unknown_hint: str) -> \
         Iterator[Explanation]:
     """Turn one jsonschema error into what is wrong, at which keys of the config (`root` is
-    the schema, whose definitions name what a value may be)."""
+    the schema, whose definitions name what a value may be; `unknown_hint` says what to do
+    about an unknown key)."""
     path: Path_ = tuple(error.absolute_path)
     if "propertyNames" in error.absolute_schema_path:
         known = error.schema["enum"]
         yield (*path, error.instance), True, \
             f"not a key of {release}'s config" \
-            f"{did_you_mean(str(error.instance), known)}", \
-            "Axolotl ignores a key it does not know; remove it, or load the plugin " \
-            "that reads it (plugins:)"
+            f"{did_you_mean(str(error.instance), known)}", unknown_hint
     elif error.validator in ("anyOf", "oneOf"):
-        yield from _alternatives(error, release, root)
+        yield from _alternatives(error, release, root, unknown_hint)
     elif error.validator == "required":
         # A misspelling of the missing key is reported once, as a key with "did you mean".
         for key in error.validator_value:
@@ -111,14 +121,14 @@ def _resolved(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
         else schema
 
 
-def _alternatives(error: ValidationError, release: str, root: dict[str, Any]) -> \
-        Iterator[Explanation]:
+def _alternatives(error: ValidationError, release: str, root: dict[str, Any],
+                  unknown_hint: str) -> Iterator[Explanation]:
     """Explain an anyOf through the one branch whose type fits, if there is one; else say
     what the branches take ("an integer or null")."""
     fitting = fitting_branch(branch_errors(error))
     if fitting is not None:
         for sub in fitting:
-            yield from _explain(sub, release, root)
+            yield from _explain(sub, release, root, unknown_hint)
         return
     branches = [_resolved(branch, root) for branch in error.validator_value]
     choices = [choice for branch in branches for choice in branch.get("enum", ())

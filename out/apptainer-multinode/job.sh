@@ -11,7 +11,7 @@
 #SBATCH --mem=0
 #SBATCH --signal=B:TERM@120
 #SBATCH --no-requeue
-# library  obc 0.3.0 core sha256:70eb93e99aad1c73a60329765c0aa7749542d13098616e11307000224d0f7200, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:b54197c8d7568727d41952369afd0b6b14667c360d08aa55fa55e6e22141a7ce, rundir sha256:20013ca67da43e4853c5dc6bf19b2b954ec81f6bd13dfaf75633eac2a1cafa19, records sha256:7c1f0c115e9c1199cd09e6c723d03ae61e47ab77dd7695a7613de394ce097bbd, finished sha256:38c660b1ea82dd35ee79614d0a878f3baa83a95e7549725eb937190a3ef6e2bd, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:8712fb0d03de221fcd820c851b4559ccae00d3f6bcec3e4b68d7fde5f50a88f9, resume sha256:c36ee921e5adb0cf77cfe4eb6a231c051d55f1f98f8364e319e89fc94caf95d7, on_signal sha256:5ee43d0110dca779318f649597f4b9dfb2f3f0200a78fdbf72658437480bff1b, slurm sha256:4946febde9916a5d4cbef6afbe502ac72633c23489104e748510d439c4c9879c, node_tasks sha256:c27bab67f7cbdc8193f2856eb041d119d85bb2242a58c079f0913d8f7131cefa, apptainer sha256:471ba559715cc858bc34848f5cf31a9a5399aac7a5deedaa9f6b00712c2bce1a, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
+# library  obc 0.3.0 core sha256:70eb93e99aad1c73a60329765c0aa7749542d13098616e11307000224d0f7200, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:de603b1c12d8dfe5dd4208f640b5f96c5268d7ec78974b67b97c2b5debd5914f, rundir sha256:2cfcef5532c2bc3a851e680ad0844fa6a8bb8caa92f8b8e12c64c8149fd06af6, records sha256:7c1f0c115e9c1199cd09e6c723d03ae61e47ab77dd7695a7613de394ce097bbd, finished sha256:38c660b1ea82dd35ee79614d0a878f3baa83a95e7549725eb937190a3ef6e2bd, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:fc8b6542b8c07cb7bb302e9b06342371978f9e13ab17958a60cc7c1a6522d555, resume sha256:c36ee921e5adb0cf77cfe4eb6a231c051d55f1f98f8364e319e89fc94caf95d7, on_signal sha256:5ee43d0110dca779318f649597f4b9dfb2f3f0200a78fdbf72658437480bff1b, slurm sha256:91e4624be8e7c53d05f64caeabd544c92c90c777caea6cddcf494d75f5193600, node_tasks sha256:c27bab67f7cbdc8193f2856eb041d119d85bb2242a58c079f0913d8f7131cefa, apptainer sha256:471ba559715cc858bc34848f5cf31a9a5399aac7a5deedaa9f6b00712c2bce1a, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -56,10 +56,10 @@ OBC_EOF
 OBC_JOB=apptainer-multinode OBC_RUNTIME=apptainer OBC_STEPS='preprocess train'
 OBC_INPUTS=sha256:2f73494c17eba13784edf738ee1db1de88145c17cbdda7006e73e7d591175100
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
-OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared
+OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared OBC_TRAINER_TITLE=Axolotl
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
 OBC_CHECKPOINT_TRIGGER=axolotl_checkpoint.save OBC_GIVE_GRACE='' OBC_CHECKPOINT_GRACE=45
-OBC_NODE_STEPS=train OBC_MASTER_PORT=29500 OBC_GPUS_PER_NODE=8 OBC_TORCHRUN_STEP=train
+OBC_NODE_STEPS=train OBC_MASTER_PORT=29500 OBC_GPUS_PER_NODE=8 OBC_TORCHRUN_STEP=train OBC_TORCHRUN_PROGRAM_STEP=''
 OBC_LAUNCHER_STEP='' OBC_RETRY_MAX='' OBC_TIME_LIMIT_SIGNAL='' OBC_TERM_GROUP=''
 
 # Gives the step's container its environment, by name: apptainer passes each
@@ -407,8 +407,9 @@ obc_step() {
   [ -n "$OBC_DRY_RUN" ] || obc_mark_done "$OBC_NAME"
   if [ "$OBC_NAME" = "$OBC_CHECKPOINT_STEP" ]; then
     obc_resume
-    # The checkpoint, after train's own words: with the flag OBC_RESUME_FLAG, in the same
-    # word when the flag ends in `=` (LLaMA-Factory's resume_from_checkpoint=PATH).
+    # The checkpoint, after train's own words: with the flag OBC_RESUME_FLAG (the trainer's
+    # option that takes it), in the same word when the flag ends in `=` (LLaMA-Factory's
+    # resume_from_checkpoint=PATH).
     if [ -n "$OBC_RESUMED_FROM" ]; then
       case $OBC_RESUME_FLAG in
         *=) set -- "$@" "$OBC_RESUME_FLAG$OBC_RESUMED_FROM" ;;
@@ -711,12 +712,13 @@ obc_check_folder() {
   obc_check_writable "$1" "$2"
 }
 
-# Preflight: the run dir, and Axolotl's output_dir where another user could have put
-# something in its place (OBC_CHECK_OUTPUT_DIR), or the folders to create them in, are safe
-# to write into.
+# Preflight: the run dir, and the trainer's (OBC_TRAINER_TITLE's) output_dir where another
+# user could have put something in its place (OBC_CHECK_OUTPUT_DIR), or the folders to create
+# them in, are safe to write into.
 obc_check_run_dir() {
   obc_check_folder "$OBC_RUN_DIR" 'the run dir'
-  [ -z "$OBC_CHECK_OUTPUT_DIR" ] || obc_check_folder "$OBC_CHECKPOINTS" "Axolotl's output_dir"
+  [ -z "$OBC_CHECK_OUTPUT_DIR" ] ||
+    obc_check_folder "$OBC_CHECKPOINTS" "$OBC_TRAINER_TITLE's output_dir"
 }
 
 # Creates the run dir and takes it for this run: its .obc folder (the job's own records,
@@ -981,8 +983,8 @@ obc_make_folder() {
 }
 
 # --- obc's library: checkpoints --------------------------------------------------------
-# Axolotl's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir on
-# this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
+# The trainer's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir
+# on this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
 
 # The inputs of the checkpoint train resumed from, and the folder this attempt sets aside in.
 OBC_RESUMED_INPUTS='' OBC_ASIDE=''
@@ -1273,7 +1275,10 @@ obc_rendezvous() {
 
 # obc_on_every_node RUNNER PROGRAM [ARG...]: hands RUNNER the step as one srun task per node
 # (obc_node_tasks); the step OBC_TORCHRUN_STEP (Axolotl's train) is launched with torchrun
-# across the nodes, the step OBC_LAUNCHER_STEP (trainer.torchrun's) by its launcher.
+# across the nodes, the step OBC_LAUNCHER_STEP (trainer.torchrun's) by its launcher. The step
+# OBC_TORCHRUN_PROGRAM_STEP (TRL's train) is torchrun itself, `torchrun -m trl.scripts.sft ...`,
+# which takes the rendezvous right after its name, before -m. c10d's rendezvous gives each
+# node its rank, so that the words are the same on every node.
 obc_on_every_node() {
   if [ "$OBC_NAME" = "$OBC_LAUNCHER_STEP" ]; then
     obc_launch_across_nodes "$@"
@@ -1282,6 +1287,12 @@ obc_on_every_node() {
   if [ "$OBC_NAME" = "$OBC_TORCHRUN_STEP" ]; then
     set -- "$@" --launcher torchrun -- --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" \
       --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$SLURM_JOB_ID"
+  fi
+  if [ "$OBC_NAME" = "$OBC_TORCHRUN_PROGRAM_STEP" ]; then
+    OBC_RUNNER=$1 OBC_WORD=$2
+    shift 2
+    set -- "$OBC_RUNNER" "$OBC_WORD" --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" \
+      --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$SLURM_JOB_ID" "$@"
   fi
   obc_node_tasks "$@"
 }
@@ -1491,4 +1502,4 @@ obc_unset_inherited() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"apptainer-multinode","source_file":"examples/apptainer-multinode.yaml","obc_version":"0.3.0","description":{"sha256":"7230b5a49aac46a335842fe7b8747f1e4227d3c0ef607e284e7e9d7a408eba60"},"runtime":{"type":"apptainer","image":"docker://axolotlai/axolotl@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","image_sha256":null,"mounts":[],"cleanenv":true,"contain":true},"gpus":"all","run_dir":"/shared/runs/apptainer-multinode","cache_dir":"/shared/hf-cache","shared":false,"steps":{"preprocess":{"argv":["axolotl","preprocess","axolotl.yaml"],"nodes":"first"},"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"}},"files":{"axolotl.yaml":{"content":{"sha256":"0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},"origin":"configs/llama3-qlora.yaml","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow","NCCL_DEBUG":"WARN"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"apptainer-multinode","output":"%x-%j.out","signal":"B:TERM@120","requeue":false,"nodes":2,"gpus_per_node":8,"cpus_per_task":64,"partition":"gpu","account":null,"qos":null,"time":"24:00:00","mem":"0","constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":"train"},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","prepared_dir":"prepared","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":null,"inputs":"sha256:113bf65fff09c66eda16a022c7ffd8e34620f8702f1bf0358d1c2d596c0e15ff","sweep":null,"launcher":null}
+# {"id":"apptainer-multinode","source_file":"examples/apptainer-multinode.yaml","obc_version":"0.3.0","description":{"sha256":"7230b5a49aac46a335842fe7b8747f1e4227d3c0ef607e284e7e9d7a408eba60"},"runtime":{"type":"apptainer","image":"docker://axolotlai/axolotl@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","image_sha256":null,"mounts":[],"cleanenv":true,"contain":true},"gpus":"all","run_dir":"/shared/runs/apptainer-multinode","cache_dir":"/shared/hf-cache","shared":false,"steps":{"preprocess":{"argv":["axolotl","preprocess","axolotl.yaml"],"nodes":"first"},"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"}},"files":{"axolotl.yaml":{"content":{"sha256":"0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},"origin":"configs/llama3-qlora.yaml","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow","NCCL_DEBUG":"WARN"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"apptainer-multinode","output":"%x-%j.out","signal":"B:TERM@120","requeue":false,"nodes":2,"gpus_per_node":8,"cpus_per_task":64,"partition":"gpu","account":null,"qos":null,"time":"24:00:00","mem":"0","constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":"train","torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","trainer_title":"Axolotl","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume","prepared_dir":"prepared"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":null,"inputs":"sha256:113bf65fff09c66eda16a022c7ffd8e34620f8702f1bf0358d1c2d596c0e15ff","sweep":null,"launcher":null}

@@ -12,7 +12,7 @@
 #SBATCH --signal=B:TERM@120
 #SBATCH --requeue
 #SBATCH --open-mode=append
-# library  obc 0.3.0 core sha256:70eb93e99aad1c73a60329765c0aa7749542d13098616e11307000224d0f7200, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:b54197c8d7568727d41952369afd0b6b14667c360d08aa55fa55e6e22141a7ce, rundir sha256:20013ca67da43e4853c5dc6bf19b2b954ec81f6bd13dfaf75633eac2a1cafa19, records sha256:7c1f0c115e9c1199cd09e6c723d03ae61e47ab77dd7695a7613de394ce097bbd, finished sha256:38c660b1ea82dd35ee79614d0a878f3baa83a95e7549725eb937190a3ef6e2bd, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:8712fb0d03de221fcd820c851b4559ccae00d3f6bcec3e4b68d7fde5f50a88f9, resume sha256:c36ee921e5adb0cf77cfe4eb6a231c051d55f1f98f8364e319e89fc94caf95d7, on_signal sha256:5ee43d0110dca779318f649597f4b9dfb2f3f0200a78fdbf72658437480bff1b, container sha256:3c96e9a112c83bfbf0ed69ed49031b136b6a6cd30a36f0cf1ae9ae43b7cef440
+# library  obc 0.3.0 core sha256:70eb93e99aad1c73a60329765c0aa7749542d13098616e11307000224d0f7200, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:de603b1c12d8dfe5dd4208f640b5f96c5268d7ec78974b67b97c2b5debd5914f, rundir sha256:2cfcef5532c2bc3a851e680ad0844fa6a8bb8caa92f8b8e12c64c8149fd06af6, records sha256:7c1f0c115e9c1199cd09e6c723d03ae61e47ab77dd7695a7613de394ce097bbd, finished sha256:38c660b1ea82dd35ee79614d0a878f3baa83a95e7549725eb937190a3ef6e2bd, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:fc8b6542b8c07cb7bb302e9b06342371978f9e13ab17958a60cc7c1a6522d555, resume sha256:c36ee921e5adb0cf77cfe4eb6a231c051d55f1f98f8364e319e89fc94caf95d7, on_signal sha256:5ee43d0110dca779318f649597f4b9dfb2f3f0200a78fdbf72658437480bff1b, container sha256:3c96e9a112c83bfbf0ed69ed49031b136b6a6cd30a36f0cf1ae9ae43b7cef440
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -58,7 +58,7 @@ OBC_EOF
 OBC_JOB=lr-sweep-2e-4-1 OBC_RUNTIME=docker OBC_STEPS=train
 OBC_INPUTS=sha256:7b13cc27f3d717e9c9598a2d43d9f5a2f556fdd7729e725be2412607f57f4eda
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
-OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared
+OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared OBC_TRAINER_TITLE=Axolotl
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
 OBC_CHECKPOINT_TRIGGER=axolotl_checkpoint.save OBC_GIVE_GRACE='' OBC_CHECKPOINT_GRACE=45
 OBC_HOME_IN_RUN_DIR=1
@@ -399,8 +399,9 @@ obc_step() {
   [ -n "$OBC_DRY_RUN" ] || obc_mark_done "$OBC_NAME"
   if [ "$OBC_NAME" = "$OBC_CHECKPOINT_STEP" ]; then
     obc_resume
-    # The checkpoint, after train's own words: with the flag OBC_RESUME_FLAG, in the same
-    # word when the flag ends in `=` (LLaMA-Factory's resume_from_checkpoint=PATH).
+    # The checkpoint, after train's own words: with the flag OBC_RESUME_FLAG (the trainer's
+    # option that takes it), in the same word when the flag ends in `=` (LLaMA-Factory's
+    # resume_from_checkpoint=PATH).
     if [ -n "$OBC_RESUMED_FROM" ]; then
       case $OBC_RESUME_FLAG in
         *=) set -- "$@" "$OBC_RESUME_FLAG$OBC_RESUMED_FROM" ;;
@@ -703,12 +704,13 @@ obc_check_folder() {
   obc_check_writable "$1" "$2"
 }
 
-# Preflight: the run dir, and Axolotl's output_dir where another user could have put
-# something in its place (OBC_CHECK_OUTPUT_DIR), or the folders to create them in, are safe
-# to write into.
+# Preflight: the run dir, and the trainer's (OBC_TRAINER_TITLE's) output_dir where another
+# user could have put something in its place (OBC_CHECK_OUTPUT_DIR), or the folders to create
+# them in, are safe to write into.
 obc_check_run_dir() {
   obc_check_folder "$OBC_RUN_DIR" 'the run dir'
-  [ -z "$OBC_CHECK_OUTPUT_DIR" ] || obc_check_folder "$OBC_CHECKPOINTS" "Axolotl's output_dir"
+  [ -z "$OBC_CHECK_OUTPUT_DIR" ] ||
+    obc_check_folder "$OBC_CHECKPOINTS" "$OBC_TRAINER_TITLE's output_dir"
 }
 
 # Creates the run dir and takes it for this run: its .obc folder (the job's own records,
@@ -973,8 +975,8 @@ obc_make_folder() {
 }
 
 # --- obc's library: checkpoints --------------------------------------------------------
-# Axolotl's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir on
-# this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
+# The trainer's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir
+# on this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
 
 # The inputs of the checkpoint train resumed from, and the folder this attempt sets aside in.
 OBC_RESUMED_INPUTS='' OBC_ASIDE=''
@@ -1304,4 +1306,4 @@ obc_node_prepare() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"lr-sweep-2e-4-1","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","description":"Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.","runtime":{"type":"container","engine":"docker","image":"axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","shm_size":"16g","mounts":[],"extra_args":[],"user":"invoker","host_network":false},"gpus":"all","run_dir":"~/overbrainer/runs/lr-sweep-2e-4-1","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"}},"files":{"axolotl.yaml":{"content":{"sha256":"3d1aa2b2b071829da20b1fa18a4d15c6e72b36ccc7d823bec3f21803614ed813"},"origin":"configs/llama3-qlora.yaml, patched","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow","WANDB_RUN_GROUP":"lr-sweep","WANDB_PROJECT":"llama3-qlora"},"secrets":{"HF_TOKEN":{"required":true},"WANDB_API_KEY":{"required":false}},"stop_timeout":60,"slurm":{"job_name":"lr-sweep-2e-4-1","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":1,"gpus_per_node":1,"cpus_per_task":8,"partition":"gpu","account":null,"qos":null,"time":"04:00:00","mem":"64G","constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":"train"},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","prepared_dir":"prepared","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":null,"inputs":"sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21","sweep":{"sweep":"lr-sweep","labels":{"lr":"2e-4","seed":"1"},"name":null,"changes":{"trainer.axolotl.config.seed":{"old":"(unset)","new":"1"}},"config_file":"configs/llama3-qlora.yaml"},"launcher":null}
+# {"id":"lr-sweep-2e-4-1","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","description":"Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.","runtime":{"type":"container","engine":"docker","image":"axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","shm_size":"16g","mounts":[],"extra_args":[],"user":"invoker","host_network":false},"gpus":"all","run_dir":"~/overbrainer/runs/lr-sweep-2e-4-1","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"}},"files":{"axolotl.yaml":{"content":{"sha256":"3d1aa2b2b071829da20b1fa18a4d15c6e72b36ccc7d823bec3f21803614ed813"},"origin":"configs/llama3-qlora.yaml, patched","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow","WANDB_RUN_GROUP":"lr-sweep","WANDB_PROJECT":"llama3-qlora"},"secrets":{"HF_TOKEN":{"required":true},"WANDB_API_KEY":{"required":false}},"stop_timeout":60,"slurm":{"job_name":"lr-sweep-2e-4-1","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":1,"gpus_per_node":1,"cpus_per_task":8,"partition":"gpu","account":null,"qos":null,"time":"04:00:00","mem":"64G","constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":"train","torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","trainer_title":"Axolotl","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume","prepared_dir":"prepared"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":null,"inputs":"sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21","sweep":{"sweep":"lr-sweep","labels":{"lr":"2e-4","seed":"1"},"name":null,"changes":{"trainer.axolotl.config.seed":{"old":"(unset)","new":"1"}},"config_file":"configs/llama3-qlora.yaml"},"launcher":null}

@@ -116,12 +116,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=eaf86fec560c12cac053412e5747ad320c487141529c70194013e0072c39ed18 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=a7419175b18e8f539ed29bbd2bf25465c3757407c65388903a26441633938ef1 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=7be0f68ef43d509a840c4dcedb7b0697b38d279c342f3cc340a33f1ad09ba8a3 ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=97f17344f1bf7b88bd40643f5b28dcf489d26c587569a9ddbc47bf92d0be7556 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=b1cb580dc7306080e9ade0326029f4b95453d68dfa850dfc04d7253da2739e94 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=26f13ff7ed343e8aa5d8ad576d2cb60f34846438d5b89b56c51641dc831c3edb ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=4aa56d8852d705c3292fd9f90b96d2215bfc99b911253ccf3a3227dc955c0279 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=1f6bcdcf27e323d8e4c65c43eaaf539f3bce5d5157c2c6b04d9f6ffb2da2d8e2 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=e0bd451ecba8e4942d8f90dc6a410e8b2d4384df84a78e42ddb5831a652e310b ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=7c3a8d9ac4eab216edaf61bc0d47754d37ed2894e14db0d160c8efb62916a894 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=75b2309c1ccc8c9024c58cd518580cc94d886521127115a9948077872dbc000f ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=2465ad6255e04fe11cb7667ede702bed1b03bb10458bf305e60eaf5e6308d15d ;;
     *) return 1 ;;
   esac
 }
@@ -411,4 +411,4 @@ esac
 exit 0
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"eaf86fec560c12cac053412e5747ad320c487141529c70194013e0072c39ed18"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"a7419175b18e8f539ed29bbd2bf25465c3757407c65388903a26441633938ef1"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"7be0f68ef43d509a840c4dcedb7b0697b38d279c342f3cc340a33f1ad09ba8a3"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"97f17344f1bf7b88bd40643f5b28dcf489d26c587569a9ddbc47bf92d0be7556"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"b1cb580dc7306080e9ade0326029f4b95453d68dfa850dfc04d7253da2739e94"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"26f13ff7ed343e8aa5d8ad576d2cb60f34846438d5b89b56c51641dc831c3edb"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}
+# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"4aa56d8852d705c3292fd9f90b96d2215bfc99b911253ccf3a3227dc955c0279"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"1f6bcdcf27e323d8e4c65c43eaaf539f3bce5d5157c2c6b04d9f6ffb2da2d8e2"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"e0bd451ecba8e4942d8f90dc6a410e8b2d4384df84a78e42ddb5831a652e310b"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"7c3a8d9ac4eab216edaf61bc0d47754d37ed2894e14db0d160c8efb62916a894"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"75b2309c1ccc8c9024c58cd518580cc94d886521127115a9948077872dbc000f"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"2465ad6255e04fe11cb7667ede702bed1b03bb10458bf305e60eaf5e6308d15d"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}

@@ -1,6 +1,6 @@
 # --- obc's library: checkpoints --------------------------------------------------------
-# Axolotl's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir on
-# this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
+# The trainer's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir
+# on this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
 
 # The inputs of the checkpoint train resumed from, and the folder this attempt sets aside in.
 OBC_RESUMED_INPUTS='' OBC_ASIDE=''

@@ -96,8 +96,9 @@ obc_step() {
   [ -n "$OBC_DRY_RUN" ] || obc_mark_done "$OBC_NAME"
   if [ "$OBC_NAME" = "$OBC_CHECKPOINT_STEP" ]; then
     obc_resume
-    # The checkpoint, after train's own words: with the flag OBC_RESUME_FLAG, in the same
-    # word when the flag ends in `=` (LLaMA-Factory's resume_from_checkpoint=PATH).
+    # The checkpoint, after train's own words: with the flag OBC_RESUME_FLAG (the trainer's
+    # option that takes it), in the same word when the flag ends in `=` (LLaMA-Factory's
+    # resume_from_checkpoint=PATH).
     if [ -n "$OBC_RESUMED_FROM" ]; then
       case $OBC_RESUME_FLAG in
         *=) set -- "$@" "$OBC_RESUME_FLAG$OBC_RESUMED_FROM" ;;

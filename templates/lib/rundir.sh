@@ -152,12 +152,13 @@ obc_check_folder() {
   obc_check_writable "$1" "$2"
 }
 
-# Preflight: the run dir, and Axolotl's output_dir where another user could have put
-# something in its place (OBC_CHECK_OUTPUT_DIR), or the folders to create them in, are safe
-# to write into.
+# Preflight: the run dir, and the trainer's (OBC_TRAINER_TITLE's) output_dir where another
+# user could have put something in its place (OBC_CHECK_OUTPUT_DIR), or the folders to create
+# them in, are safe to write into.
 obc_check_run_dir() {
   obc_check_folder "$OBC_RUN_DIR" 'the run dir'
-  [ -z "$OBC_CHECK_OUTPUT_DIR" ] || obc_check_folder "$OBC_CHECKPOINTS" "Axolotl's output_dir"
+  [ -z "$OBC_CHECK_OUTPUT_DIR" ] ||
+    obc_check_folder "$OBC_CHECKPOINTS" "$OBC_TRAINER_TITLE's output_dir"
 }
 
 # Creates the run dir and takes it for this run: its .obc folder (the job's own records,

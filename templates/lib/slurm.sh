@@ -20,7 +20,10 @@ obc_rendezvous() {
 
 # obc_on_every_node RUNNER PROGRAM [ARG...]: hands RUNNER the step as one srun task per node
 # (obc_node_tasks); the step OBC_TORCHRUN_STEP (Axolotl's train) is launched with torchrun
-# across the nodes, the step OBC_LAUNCHER_STEP (trainer.torchrun's) by its launcher.
+# across the nodes, the step OBC_LAUNCHER_STEP (trainer.torchrun's) by its launcher. The step
+# OBC_TORCHRUN_PROGRAM_STEP (TRL's train) is torchrun itself, `torchrun -m trl.scripts.sft ...`,
+# which takes the rendezvous right after its name, before -m. c10d's rendezvous gives each
+# node its rank, so that the words are the same on every node.
 obc_on_every_node() {
   if [ "$OBC_NAME" = "$OBC_LAUNCHER_STEP" ]; then
     obc_launch_across_nodes "$@"
@@ -29,6 +32,12 @@ obc_on_every_node() {
   if [ "$OBC_NAME" = "$OBC_TORCHRUN_STEP" ]; then
     set -- "$@" --launcher torchrun -- --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" \
       --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$SLURM_JOB_ID"
+  fi
+  if [ "$OBC_NAME" = "$OBC_TORCHRUN_PROGRAM_STEP" ]; then
+    OBC_RUNNER=$1 OBC_WORD=$2
+    shift 2
+    set -- "$OBC_RUNNER" "$OBC_WORD" --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" \
+      --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$SLURM_JOB_ID" "$@"
   fi
   obc_node_tasks "$@"
 }

@@ -48,6 +48,6 @@ def test_the_steps_and_the_rendezvous_on_several_nodes(tmp_path):
         in lines
     # LLaMA-Factory starts torchrun itself: train's command gets no launcher options.
     assert "OBC_NODE_STEPS=train OBC_MASTER_PORT=29500 OBC_GPUS_PER_NODE=4 " \
-        "OBC_TORCHRUN_STEP=''" in lines
+        "OBC_TORCHRUN_STEP='' OBC_TORCHRUN_PROGRAM_STEP=''" in lines
     assert "  export MASTER_ADDR MASTER_PORT NNODES NODE_RANK GPUS_PER_NODE" in lines
     assert "# env         FORCE_TORCHRUN=1" in lines and "#             NPROC_PER_NODE=4" in lines

@@ -195,6 +195,21 @@ def test_axolotl_pushing_to_the_hub_is_egress_even_offline(tmp_path):
         "Axolotl pushes the model to the Hub repository me/m (hub_model_id in axolotl.yaml)"]
 
 
+@pytest.mark.parametrize(("config", "purposes"), [
+    ("{push_to_hub: true, hub_model_id: me/m}",
+     ["TRL pushes the model to the Hub repository me/m (push_to_hub in trl.yaml)"]),
+    ("{push_to_hub: true, output_dir: out/sft}",
+     ["TRL pushes the model to the Hub repository <the token's user>/sft (push_to_hub in "
+      "trl.yaml)"]),
+    ("{hub_model_id: me/m}", []),
+])
+def test_trl_pushing_to_the_hub_is_egress_even_offline(tmp_path, config, purposes):
+    job = job_of(tmp_path, "version: 1\nid: j\nruntime: {kind: native}\n"
+                           f"trainer: {{trl: {{config: {config}}}}}\n"
+                           "env: {HF_HUB_OFFLINE: '1', WANDB_MODE: offline}\n")
+    assert [e.purpose for e in bill_of(job).egress] == purposes
+
+
 def test_privileges_name_what_obc_adds_and_what_the_run_file_adds(tmp_path):
     job = job_of(tmp_path, "version: 1\nid: j\nruntime: {kind: docker, user: '1000:1000', "
                            "extra_args: [--cap-add=SYS_PTRACE]}\n"

@@ -64,7 +64,9 @@ def test_what_is_wrong_with_trainer_torchrun_is_located(tmp_path, trainer, colum
 
 def test_one_trainer_at_a_time(tmp_path):
     found = problems(tmp_path, "torchrun: {script: train.py}, axolotl: {config: {}}")
-    assert [(line, field) for line, _, field, _ in found] == [(4, "trainer")]
+    assert [(line, field, message) for line, _, field, message in found] == [
+        (4, "trainer.axolotl", "a job has one trainer (one of axolotl, trl, torchrun, "
+         "llamafactory), and this one names 2")]
 
 
 def test_an_absolute_output_dir_must_be_in_a_mount_of_the_container(tmp_path):

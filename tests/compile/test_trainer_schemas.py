@@ -1,8 +1,9 @@
 """A run's Axolotl config is checked at compile time against the schema made from Axolotl's
 own models for the release the run names (README, "Axolotl's config, checked"): unknown keys,
-wrong types and adapters fail compile, located in the config; the examples and the config
-real Axolotl trains with pass; and the stored schema is what tools/trainer_schemas.py makes
-from the installed Axolotl."""
+wrong types and adapters fail compile, located in the config; the examples and the configs
+real Axolotl and TRL train with pass every stored schema of their trainer; and the stored
+schemas are what tools/trainer_schemas.py makes from the installed Axolotl and TRL (TRL's
+mistakes: test_trl_config.py)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,15 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from compiler.core.resources import data_dir, trainer_schema, trainer_schema_versions
+from compiler.model.trainers import TRAINER_KINDS
 from compiler.pipeline.pipeline import compile_files
 from compiler.read.axolotl import config_place, read_config
 from compiler.read.load import display_name, load_source
 from compiler.validate import fastschema, trainer_config
 from tests.conftest import REPO
 from tests.support.axolotl import TinyModel, lora_config
-from tools.trainer_schemas import axolotl_schema, dump
+from tests.support.trl import TinySft, sft_config
+from tools.trainer_schemas import axolotl_schema, dump, trl_schema
 
 RUN_FILE = """\
 version: 1
@@ -134,25 +137,36 @@ def test_the_run_file_names_the_release_the_config_is_checked_against(tmp_path: 
                      f"{', '.join(trainer_schema_versions('axolotl'))}")
 
 
-def _example_configs() -> list[tuple[str, dict]]:
-    """Every Axolotl config of the examples, inline or in a file of its own."""
-    configs = [(display_name(path), read_config(path.read_text(encoding="utf-8")))
-               for path in sorted((REPO / "examples" / "configs").glob("*.yaml"))]
+def _example_configs() -> list[tuple[str, str, dict]]:
+    """Every trainer config of the examples, inline or in a file of its own, with its
+    trainer."""
+    configs = []
     for path in sorted((REPO / "examples").glob("*.yaml")):
-        config = load_source(path)[0].data.get("trainer", {}).get("axolotl", {}).get("config")
-        if isinstance(config, dict):
-            configs.append((display_name(path), config))
-    # The config real Axolotl trains with in tests/axolotl/test_axolotl_real.py.
-    configs.append(("tests/axolotl.py", lora_config(TinyModel(Path("/tiny")))))
-    return configs
+        trainer = load_source(path)[0].data.get("trainer", {})
+        # Only the trainers with a record have a stored schema (README, "Trainers").
+        for name in trainer.keys() & TRAINER_KINDS.keys():
+            config = trainer[name]["config"]
+            if isinstance(config, dict):
+                configs.append((name, display_name(path), config))
+            else:
+                file = path.parent / config
+                configs.append((name, display_name(file),
+                                read_config(file.read_text(encoding="utf-8"))))
+    # The configs real Axolotl and TRL train with in tests/axolotl and tests/trl.
+    configs.append(("axolotl", "tests/axolotl.py", lora_config(TinyModel(Path("/tiny")))))
+    configs.append(("trl", "tests/trl.py", sft_config(TinySft(Path("/tiny"), Path("/data")))))
+    return list({(trainer, name): (trainer, name, config)
+                 for trainer, name, config in configs}.values())
 
 
-@pytest.mark.parametrize("version", trainer_schema_versions("axolotl"))
-@pytest.mark.parametrize(("name", "config"), _example_configs(), ids=lambda x: str(x)[:30])
-def test_every_stored_schema_takes_every_example_config(version: str, name: str, config: dict):
-    schema = trainer_schema("axolotl", version)
+@pytest.mark.parametrize(("trainer", "version", "name", "config"), [
+    (trainer, version, name, config) for trainer, name, config in _example_configs()
+    for version in trainer_schema_versions(trainer)], ids=lambda x: str(x)[:30])
+def test_every_stored_schema_takes_every_example_config(trainer: str, version: str, name: str,
+                                                        config: dict):
+    schema = trainer_schema(trainer, version)
     assert fastschema.is_valid(schema, config), name  # and so without importing jsonschema
-    assert list(trainer_config._validator("axolotl", version).iter_errors(config)) == []
+    assert list(trainer_config._validator(trainer, version).iter_errors(config)) == []
 
 
 def test_every_example_compiles():
@@ -177,23 +191,39 @@ def test_the_stored_schema_is_what_the_script_makes_from_the_installed_axolotl(
     assert json.loads(dump(schema)) == schema
 
 
-# Values that a config's keys may wrongly or rightly get, and keys to add: Axolotl's own,
-# misspelt ones, and a plugin list that lifts the check of keys and adapters.
+@pytest.mark.slow  # imports TRL, in its venv
+def test_the_stored_schema_is_what_the_script_makes_from_the_installed_trl(trl_venv: Path):
+    version, schema = trl_schema(trl_venv)
+    stored = data_dir("schemas") / "trainers" / f"trl-{version}.json"
+    assert stored.read_text(encoding="utf-8") == dump(schema), \
+        f"python3 -m tools.trainer_schemas trl {trl_venv}"
+    assert json.loads(dump(schema)) == schema
+
+
+# Values that a config's keys may wrongly or rightly get, and keys to add: each trainer's
+# own, misspelt ones, and (Axolotl) a plugin list that lifts the check of keys and adapters.
 VALUES = [True, False, None, 0, 1, 2.5, "4", "2e-5", "yes", "", "lora", "lroa", "auto",
-          "chatml", "dpo", [], {}, ["x"], [{"path": "d", "type": "alpaca"}],
+          "chatml", "dpo", "cosine", "steps", [], {}, ["x"], [{"path": "d", "type": "alpaca"}],
           {"enabled": True, "check_interval": 2}, {"check_interval": "x"}]
-KEYS = ["adapter", "lora_r", "learning_rat", "bf16", "rl", "chat_template", "plugins",
-        "dynamic_checkpoint", "datasets", "val_set_size", "micro_batch_size"]
+KEYS = {"axolotl": ["adapter", "lora_r", "learning_rat", "bf16", "rl", "chat_template",
+                    "plugins", "dynamic_checkpoint", "datasets", "val_set_size",
+                    "micro_batch_size"],
+        "trl": ["lora_r", "learning_rat", "use_peft", "lr_scheduler_type", "report_to",
+                "lora_target_modules", "num_processes", "save_strategy", "datasets", "env"]}
 
 
 @settings(derandomize=True, database=None, max_examples=600, deadline=None)
-@given(config=st.sampled_from([config for _, config in _example_configs()]),
-       changes=st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(VALUES)), max_size=3))
-def test_what_fastschema_takes_axolotl_s_schema_takes(config: dict, changes: list):
+@given(example=st.sampled_from([(trainer, config)
+                                for trainer, _, config in _example_configs()]),
+       data=st.data())
+def test_what_fastschema_takes_the_trainer_s_schema_takes(example: tuple, data: st.DataObject):
     """fastschema's yes spares a compile jsonschema's import, so it must never be wrong."""
+    trainer, config = example
+    changes = data.draw(st.lists(st.tuples(st.sampled_from(KEYS[trainer]),
+                                           st.sampled_from(VALUES)), max_size=3))
     config = {**config, **{key: copy.deepcopy(value) for key, value in changes}}
-    version = trainer_schema_versions("axolotl")[-1]
-    errors = list(trainer_config._validator("axolotl", version).iter_errors(config))
-    event(f"valid: {not errors}")
-    if fastschema.is_valid(trainer_schema("axolotl", version), config):
+    version = trainer_schema_versions(trainer)[-1]
+    errors = list(trainer_config._validator(trainer, version).iter_errors(config))
+    event(f"{trainer} valid: {not errors}")
+    if fastschema.is_valid(trainer_schema(trainer, version), config):
         assert errors == []

@@ -126,3 +126,36 @@ done
     assert done.stdout == "train 85\nexport 60\nexport 85\n"
     assert done.stderr == "obc: passing the signal on to torchrun; it has 85 s to save a " \
         "checkpoint and end\n" * 2
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_on_every_node_gives_torchrun_the_rendezvous_where_the_job_says(shell):
+    """TRL's train is torchrun itself (OBC_TORCHRUN_PROGRAM_STEP): the rendezvous goes right
+    after its name; Axolotl's (OBC_TORCHRUN_STEP) gets torchrun as its launcher; another step
+    is handed on as it is."""
+    done = run_library(shell, ["slurm"], """\
+obc_node_tasks() { printf '%s|' "$@"; printf '\\n'; }
+NNODES=2 GPUS_PER_NODE=4 MASTER_ADDR=n1 MASTER_PORT=29500 SLURM_JOB_ID=7
+OBC_TORCHRUN_STEP=axolotl-train OBC_TORCHRUN_PROGRAM_STEP=trl-train OBC_LAUNCHER_STEP=
+OBC_NAME=trl-train obc_on_every_node run torchrun -m trl.scripts.sft --config trl.yaml
+OBC_NAME=axolotl-train obc_on_every_node run axolotl train axolotl.yaml
+OBC_NAME=merge obc_on_every_node run python3 -c 'merge'
+""")
+    assert (done.returncode, done.stderr) == (0, "")
+    rendezvous = "--nnodes|2|--nproc_per_node|4|--rdzv_backend|c10d|--rdzv_endpoint|n1:29500|" \
+        "--rdzv_id|7|"
+    assert done.stdout.splitlines() == [
+        f"run|torchrun|{rendezvous}-m|trl.scripts.sft|--config|trl.yaml|",
+        f"run|axolotl|train|axolotl.yaml|--launcher|torchrun|--|{rendezvous}",
+        "run|python3|-c|merge|"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_starting_over_names_the_trainers_own_resume_field(shell):
+    done = run_library(shell, ["core", "records", "resume_never"], """\
+OBC_RESUME_FIELD=trainer.trl.resume OBC_DRY_RUN=1
+OBC_NUMBER=1 OBC_STEP_COUNT=2 OBC_NAME=train
+obc_resume
+""")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr.endswith(" step 1/2 train: starts over (trainer.trl.resume: never)\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ...read.axolotl import AXOLOTL_CONFIG_NAME
 from . import (
     engine_options,
     images,
@@ -22,7 +23,6 @@ from . import (
     torchrun,
 )
 from .common import Problem, get
-from .steps import AXOLOTL_CONFIG_NAME
 
 __all__ = ["AXOLOTL_CONFIG_NAME", "Problem", "check"]
 

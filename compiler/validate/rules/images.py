@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from ...core.diagnostics import show
 from ...core.resources import run_schema
 from ...model.runtimes import ENROOT_DIGESTS, is_image_file
+from ...model.trainers import AXOLOTL, trainer_kind
 from .common import Problem, get
 
 _IMAGE = ("runtime", "image")
@@ -44,6 +45,12 @@ def check(data: dict, kind: Any) -> Iterator[Problem]:
         yield Problem(_IMAGE, f"an {kind} job needs an "
                       f"image: the path of {_FILE_KIND[kind]} file, or a registry's image",
                       "clusters keep images on shared storage; give its path")
+    trainer = trainer_kind(data)
+    if kind in ("docker", "podman") and "image" not in runtime and trainer not in \
+            (None, AXOLOTL):
+        yield Problem(("runtime",), f"a {trainer.title} job in docker or podman needs an "
+                      "image: obc's default image is Axolotl's",
+                      f"give runtime.image: an image with {trainer.title} installed")
     if not isinstance(image, str) or not _image_pattern().fullmatch(image):
         return  # the schema says what an image is
     if "image_sha256" in runtime and not is_image_file(image):

@@ -7,18 +7,17 @@ from typing import Any
 
 from ...core.diagnostics import show
 from ...model.engine_args import passed_words
-from ...read.axolotl import AXOLOTL_CONFIG_NAME
+from ...model.trainers import TRAINER_NAMES, trainer_kind
 from ...read.load import Path_
 from .common import Problem, get
 
 # Linux refuses one argument or environment string of 32 pages (MAX_ARG_STRLEN) at exec.
 MAX_ARG_BYTES = 131_071
-# The steps trainer.axolotl adds, by name; explicit steps come after them.
-AXOLOTL_STEP_NAMES = ("preprocess", "train", "merge")
 
 
 def check(data: dict) -> Iterator[Problem]:
     yield from _trainer_or_steps(data)
+    yield from _one_trainer(data)
     yield from _steps(data)
     yield from _files(data)
     yield from _argument_sizes(data)
@@ -30,13 +29,24 @@ def _trainer_or_steps(data: dict) -> Iterator[Problem]:
                       "add trainer: {axolotl: {config: axolotl.yaml}}, or a list of steps")
 
 
+def _one_trainer(data: dict) -> Iterator[Problem]:
+    trainer = data.get("trainer")
+    if isinstance(trainer, dict):
+        named = [name for name in trainer if name in TRAINER_NAMES]
+        for name in named[1:]:
+            yield Problem(("trainer", name), f"a job has one trainer (one of "
+                          f"{', '.join(TRAINER_NAMES)}), and this one names {len(named)}",
+                          "keep one; run another's work as steps", at_key=True)
+
+
 def _steps(data: dict) -> Iterator[Problem]:
     steps = data.get("steps")
     if not isinstance(steps, list):
         return
     seen: dict[str, Path_] = {}
     trainers = data.get("trainer") if isinstance(data.get("trainer"), dict) else {}
-    trainer, by = (AXOLOTL_STEP_NAMES, "trainer.axolotl") if "axolotl" in trainers else \
+    kind = trainer_kind(data)
+    trainer, by = (kind.step_names, f"trainer.{kind.name}") if kind else \
         (("train",), "trainer.torchrun") if "torchrun" in trainers else ((), "")
     for i, step in enumerate(steps):
         name, run = get(step, "name"), get(step, "run")
@@ -75,8 +85,8 @@ def _files(data: dict) -> Iterator[Problem]:
         return
     for name in files:
         problem = _file_name_problem(name)
-        axolotl = "axolotl" in (get(data, "trainer") or {})
-        if not problem and name == AXOLOTL_CONFIG_NAME and axolotl:
+        kind = trainer_kind(data)
+        if not problem and kind is not None and name == kind.config_name:
             problem = "is where the trainer's config goes"
         if problem:
             yield Problem(("files", name), f"{show(name)} {problem}", at_key=True)
@@ -111,10 +121,11 @@ def _arguments(data: dict) -> Iterator[tuple[Path_, str]]:
         for name, value in env.items():
             text = get(value, "value") if isinstance(value, dict) else value
             yield ("env", name), f"{name}={text}"
-    args = get(data, "trainer", "axolotl", "args")
-    for i, arg in enumerate(args if isinstance(args, list) else ()):
-        if isinstance(arg, str):
-            yield ("trainer", "axolotl", "args", i), arg
+    for trainer in TRAINER_NAMES:
+        args = get(data, "trainer", trainer, "args")
+        for i, arg in enumerate(args if isinstance(args, list) else ()):
+            if isinstance(arg, str):
+                yield ("trainer", trainer, "args", i), arg
     steps = data.get("steps")
     for i, step in enumerate(steps if isinstance(steps, list) else ()):
         run = get(step, "run")

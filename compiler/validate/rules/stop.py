@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from ...core.diagnostics import show
 from ...model.defaults import DEFAULT_GRACE, DEFAULT_STOP_TIMEOUT, SLURM_DEFAULT_LEAD
 from ...model.slurm import default_signal, granted_seconds, time_limit_seconds
+from ...model.trainers import checkpoints_on_signal, trainer_kind
 from .common import Problem, get
 
 # The signals job.sh traps, and so can stop its step on.
@@ -43,16 +44,13 @@ def check(data: dict) -> Iterator[Problem]:
 
 
 def _checkpoint_needs_a_trainer(data: dict) -> Iterator[Problem]:
-    if "checkpoint" in data and not _checkpointing(data):
+    if "checkpoint" in data and not checkpoints_on_signal(data):
+        kind = trainer_kind(data)
         yield Problem(("checkpoint",), "only applies to a trainer (trainer.axolotl, "
-                      "trainer.torchrun), whose train checkpoints when asked", at_key=True)
-
-
-def _checkpointing(data: dict) -> bool:
-    """Whether the trainer checkpoints on a signal: Axolotl when asked, a script under
-    torchrun on TERM (LLaMA-Factory, as transformers' Trainer, saves nothing on TERM)."""
-    trainer = get(data, "trainer")
-    return isinstance(trainer, dict) and bool({"axolotl", "torchrun"} & set(trainer))
+                      "trainer.torchrun), whose train checkpoints when asked", at_key=True,
+                      hint=None if kind is None else f"{kind.title} saves no checkpoint when "
+                      "asked: its train resumes from the newest one it saved (save_steps); "
+                      "README, \"Trainers\"")
 
 
 def _reaches_the_script(match: re.Match, signal: str) -> Iterator[Problem]:
@@ -69,7 +67,8 @@ def _early_enough(data: dict, match: re.Match) -> Iterator[Problem]:
     lead = int(match["lead"]) if match["lead"] else SLURM_DEFAULT_LEAD
     timeout = _integer(get(data, "runtime", "stop_timeout"), DEFAULT_STOP_TIMEOUT)
     grace = _integer(get(data, "checkpoint", "grace"), DEFAULT_GRACE) \
-        if _checkpointing(data) and get(data, "checkpoint", "on_signal") is not False else 0
+        if checkpoints_on_signal(data) and get(data, "checkpoint", "on_signal") is not False \
+        else 0
     waits = f"waits up to {grace} s for a checkpoint, then " if grace else ""
     if timeout + grace >= lead:
         given = [path for path in (("runtime", "stop_timeout"), ("checkpoint", "grace"))

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...core.diagnostics import show
+from ...model.trainers import trainer_kind
 from ...read.load import Path_
 from .common import Problem, get
-from .steps import AXOLOTL_CONFIG_NAME, passed_engine_options
+from .steps import passed_engine_options
 
 # Linux's NAME_MAX, less room for the temporary name the job writes a file through beside it.
 MAX_NAME_BYTES = 255 - 16
@@ -36,8 +37,9 @@ def _file_names(data: dict) -> Iterator[Problem]:
     if not isinstance(files, dict):
         return
     taken: dict[str, Path_] = {name: ("files", name) for name in files}
-    if "axolotl" in (get(data, "trainer") or {}):
-        taken[AXOLOTL_CONFIG_NAME] = ("trainer", "axolotl", "config")
+    kind = trainer_kind(data)
+    if kind is not None:
+        taken[kind.config_name] = ("trainer", kind.name, "config")
     for name in files:
         problem = _name_size_problem(name) or _folder_problem(name, taken)
         if problem:

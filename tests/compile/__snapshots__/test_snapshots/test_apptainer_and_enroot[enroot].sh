@@ -7,7 +7,7 @@
 #SBATCH --gpus-per-node=2
 #SBATCH --signal=B:TERM@120
 #SBATCH --no-requeue
-# library  obc 0.3.0 core sha256:70eb93e99aad1c73a60329765c0aa7749542d13098616e11307000224d0f7200, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:b54197c8d7568727d41952369afd0b6b14667c360d08aa55fa55e6e22141a7ce, rundir sha256:20013ca67da43e4853c5dc6bf19b2b954ec81f6bd13dfaf75633eac2a1cafa19, records sha256:7c1f0c115e9c1199cd09e6c723d03ae61e47ab77dd7695a7613de394ce097bbd, finished sha256:38c660b1ea82dd35ee79614d0a878f3baa83a95e7549725eb937190a3ef6e2bd, enroot sha256:2bc2c628991ed189f937d0ddcbe6304a61734e8e78847b0d1d57a7e870e64221, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
+# library  obc 0.3.0 core sha256:70eb93e99aad1c73a60329765c0aa7749542d13098616e11307000224d0f7200, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:de603b1c12d8dfe5dd4208f640b5f96c5268d7ec78974b67b97c2b5debd5914f, rundir sha256:2cfcef5532c2bc3a851e680ad0844fa6a8bb8caa92f8b8e12c64c8149fd06af6, records sha256:7c1f0c115e9c1199cd09e6c723d03ae61e47ab77dd7695a7613de394ce097bbd, finished sha256:38c660b1ea82dd35ee79614d0a878f3baa83a95e7549725eb937190a3ef6e2bd, enroot sha256:2bc2c628991ed189f937d0ddcbe6304a61734e8e78847b0d1d57a7e870e64221, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -344,8 +344,9 @@ obc_step() {
   [ -n "$OBC_DRY_RUN" ] || obc_mark_done "$OBC_NAME"
   if [ "$OBC_NAME" = "$OBC_CHECKPOINT_STEP" ]; then
     obc_resume
-    # The checkpoint, after train's own words: with the flag OBC_RESUME_FLAG, in the same
-    # word when the flag ends in `=` (LLaMA-Factory's resume_from_checkpoint=PATH).
+    # The checkpoint, after train's own words: with the flag OBC_RESUME_FLAG (the trainer's
+    # option that takes it), in the same word when the flag ends in `=` (LLaMA-Factory's
+    # resume_from_checkpoint=PATH).
     if [ -n "$OBC_RESUMED_FROM" ]; then
       case $OBC_RESUME_FLAG in
         *=) set -- "$@" "$OBC_RESUME_FLAG$OBC_RESUMED_FROM" ;;
@@ -648,12 +649,13 @@ obc_check_folder() {
   obc_check_writable "$1" "$2"
 }
 
-# Preflight: the run dir, and Axolotl's output_dir where another user could have put
-# something in its place (OBC_CHECK_OUTPUT_DIR), or the folders to create them in, are safe
-# to write into.
+# Preflight: the run dir, and the trainer's (OBC_TRAINER_TITLE's) output_dir where another
+# user could have put something in its place (OBC_CHECK_OUTPUT_DIR), or the folders to create
+# them in, are safe to write into.
 obc_check_run_dir() {
   obc_check_folder "$OBC_RUN_DIR" 'the run dir'
-  [ -z "$OBC_CHECK_OUTPUT_DIR" ] || obc_check_folder "$OBC_CHECKPOINTS" "Axolotl's output_dir"
+  [ -z "$OBC_CHECK_OUTPUT_DIR" ] ||
+    obc_check_folder "$OBC_CHECKPOINTS" "$OBC_TRAINER_TITLE's output_dir"
 }
 
 # Creates the run dir and takes it for this run: its .obc folder (the job's own records,
@@ -985,4 +987,4 @@ obc_unset_inherited() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"hpc","source_file":"run.yaml","obc_version":"0.3.0","description":null,"runtime":{"type":"enroot","image":"/shared/axolotl.sqsh","image_sha256":"9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","mounts":[],"enroot_version":3},"gpus":"all","run_dir":"~/overbrainer/runs/hpc","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"eval":{"argv":["python","-m","eval","--out","results dir"],"nodes":"first"}},"files":[],"env":{"WANDB_PROJECT":"a,b"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"hpc","output":"%x-%j.out","signal":"B:TERM@120","requeue":false,"nodes":1,"gpus_per_node":2,"cpus_per_task":null,"partition":null,"account":null,"qos":null,"time":null,"mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null},"checkpoints":null,"on_signal":null,"retry":null,"inputs":"sha256:33504f29be8c39378cd656133c12c1fe0dba591577b881c84478d03a04ce3285","sweep":null,"launcher":null}
+# {"id":"hpc","source_file":"run.yaml","obc_version":"0.3.0","description":null,"runtime":{"type":"enroot","image":"/shared/axolotl.sqsh","image_sha256":"9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","mounts":[],"enroot_version":3},"gpus":"all","run_dir":"~/overbrainer/runs/hpc","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"eval":{"argv":["python","-m","eval","--out","results dir"],"nodes":"first"}},"files":[],"env":{"WANDB_PROJECT":"a,b"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"hpc","output":"%x-%j.out","signal":"B:TERM@120","requeue":false,"nodes":1,"gpus_per_node":2,"cpus_per_task":null,"partition":null,"account":null,"qos":null,"time":null,"mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null,"torchrun_program_step":null},"checkpoints":null,"on_signal":null,"retry":null,"inputs":"sha256:33504f29be8c39378cd656133c12c1fe0dba591577b881c84478d03a04ce3285","sweep":null,"launcher":null}
