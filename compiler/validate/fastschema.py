@@ -145,8 +145,6 @@ _KEYWORDS = {
     or len(instance) >= least,
     "minProperties": lambda least, instance, *_: not isinstance(instance, dict)
     or len(instance) >= least,
-    "maxProperties": lambda most, instance, *_: not isinstance(instance, dict)
-    or len(instance) <= most,
     "minimum": lambda least, instance, *_: not _is_number(instance) or instance >= least,
     "maximum": lambda most, instance, *_: not _is_number(instance) or instance <= most,
     "required": lambda keys, instance, *_: not isinstance(instance, dict)
