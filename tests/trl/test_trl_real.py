@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.axolotl.test_axolotl_real import dump, free_port, home, last_lines, nodes_resolve
+from tests.axolotl.test_axolotl_real import (
+    dump,
+    free_port,
+    home,
+    last_lines,
+    nodes_resolve,
+    sbatch_job,
+)
 from tests.conftest import compile_text, untimed, write_script
 from tests.support.axolotl import clean_env
 from tests.support.engines import wait_until
@@ -155,15 +162,6 @@ def test_a_slurm_job_stopped_during_train_resumes_in_the_next_job(
     log = (tmp_path / f"slurm-resumed-trl-{second}.out").read_text()
     assert (job.state, job.exit_code) == ("COMPLETED", 0), last_lines(log)
     assert_resumed(run_dir, log, newest)
-
-
-def sbatch_job(slurm, tmp_path: Path, job_id: str, text: str) -> None:
-    """Compile the run file `text` and sbatch its job.sh; it must complete."""
-    script = write_script(tmp_path, compile_text(tmp_path, text))
-    slurm_id = slurm.submit(script, cwd=tmp_path, env=clean_env(home(tmp_path)))
-    job = slurm.wait(slurm_id, timeout=JOB_TIMEOUT)
-    log = (tmp_path / f"{job_id}-{slurm_id}.out").read_text()
-    assert (job.state, job.exit_code) == ("COMPLETED", 0), last_lines(log)
 
 
 def test_a_native_trl_job_runs_under_slurm(slurm, trl_venv, tiny_sft: TinySft, tmp_path):
