@@ -66,9 +66,10 @@ def outcome(run, sandbox: Sandbox, run_dir: Path) -> dict:
 SIF = b"a SIF image"
 
 
-# The venvs the native examples name (under /shared/venvs/, here ~/venvs/), and the program
-# each runs, a recording stub.
-EXAMPLE_VENVS = {"axolotl": "axolotl", "torch": "torchrun", "llamafactory": "llamafactory-cli"}
+# The venvs the native examples name (under /shared/venvs/, here ~/venvs/), and the programs
+# their steps run there, recording stubs (TRL's merge is `python3 -c …`).
+EXAMPLE_VENVS = {"axolotl": ("axolotl",), "torch": ("torchrun",),
+                 "llamafactory": ("llamafactory-cli",), "trl": ("torchrun", "python3")}
 
 
 def example_sandbox(root: Path) -> Sandbox:
@@ -76,10 +77,11 @@ def example_sandbox(root: Path) -> Sandbox:
     image and datasets the apptainer and enroot examples name, and srun and scontrol for a
     job on two nodes (used only where SLURM_JOB_ID is set)."""
     box = make_sandbox(root, programs=("axolotl", "record", "python"))
-    for venv, program in EXAMPLE_VENVS.items():
+    for venv, programs in EXAMPLE_VENVS.items():
         (box.home / "venvs" / venv / "bin").mkdir(parents=True)
         (box.home / "venvs" / venv / "bin/python").symlink_to(sys.executable)
-        install_stub(box.home / "venvs" / venv / "bin" / program, "record")
+        for program in programs:
+            install_stub(box.home / "venvs" / venv / "bin" / program, "record")
     (box.home / "images").mkdir()
     (box.home / "images/axolotl-0.19.0.sif").write_bytes(SIF)
     (box.home / "datasets").mkdir()
