@@ -38,6 +38,11 @@ class TrainerKind:
     version: str
     checkpoints_on_signal: bool
 
+    @property
+    def env(self) -> tuple[tuple[str, str], ...]:
+        """What a job of this trainer sets in its environment: no telemetry, and W&B resumed."""
+        return (*self.no_telemetry, *WANDB_RESUME)
+
 
 AXOLOTL = TrainerKind(
     "axolotl", "Axolotl", "axolotl.yaml", ("preprocess", "train", "merge"), DEFAULT_OUTPUT_DIR,

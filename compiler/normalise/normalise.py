@@ -45,14 +45,14 @@ from ..model.runtimes import (
     mounts_of,
 )
 from ..model.slurm import Slurm, default_signal
-from ..model.trainers import AXOLOTL, TRL, WANDB_RESUME, trainer_kind
+from ..model.trainers import AXOLOTL, TRL, trainer_kind
 from ..read.axolotl import read_config
 from ..read.load import Path_, config_field
 from . import llamafactory, torchrun, trainer
 
 # A trainer sends no telemetry, and a resumed run continues its W&B run (model/trainers.py).
 NO_TELEMETRY = AXOLOTL.no_telemetry
-AXOLOTL_ENV = (*NO_TELEMETRY, *WANDB_RESUME)
+AXOLOTL_ENV = AXOLOTL.env
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
 # run dir may not exist before the job creates it).
 WANDB_GROUP = "WANDB_RUN_GROUP"
@@ -122,21 +122,22 @@ def _trainer_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
         dict[str, Any] | None:
     """The trainer's config as data (Axolotl's, TRL's): what a config file holds, or the inline
     mapping."""
-    if trainer_kind(data) is None:
-        return None
-    field = config_field(data)
-    config = data["trainer"][field[1]]["config"]
-    return read_config(attachments[field]) if isinstance(config, str) else config
+    return _config_at(data, attachments, config_field(data)) \
+        if trainer_kind(data) is not None else None
 
 
 def _llamafactory_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
         dict[str, Any] | None:
     """LLaMA-Factory's training config as data: what its file holds, or the inline mapping."""
-    if "llamafactory" not in data.get("trainer", {}):
-        return None
-    config = data["trainer"]["llamafactory"]["config"]
-    return read_config(attachments[llamafactory.CONFIG_FIELD]) if isinstance(config, str) \
-        else config
+    return _config_at(data, attachments, llamafactory.CONFIG_FIELD) \
+        if "llamafactory" in data.get("trainer", {}) else None
+
+
+def _config_at(data: dict[str, Any], attachments: dict[Path_, str], field: Path_) -> \
+        dict[str, Any]:
+    """The config at `field` (trainer.NAME.config) as data: its file's, or the inline mapping."""
+    config = data["trainer"][field[1]]["config"]
+    return read_config(attachments[field]) if isinstance(config, str) else config
 
 
 def _retry(retry: dict[str, Any] | None) -> Retry | None:
@@ -246,7 +247,7 @@ def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str],
            for name, value in data.get("env", {}).items()}
     trainers = data.get("trainer", {})
     kind = trainer_kind(data)
-    defaults = kind.no_telemetry + WANDB_RESUME if kind is not None else \
+    defaults = kind.env if kind is not None else \
         torchrun.TORCHRUN_ENV if "torchrun" in trainers else \
         llamafactory.env(data) if "llamafactory" in trainers else \
         NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
