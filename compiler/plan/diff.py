@@ -433,9 +433,7 @@ def _job_alone(text: str) -> str:
 def _edited_parts(text: str) -> list[str]:
     """The library parts `text` embeds whose text is not the one its header names."""
     library = read_library(text)
-    named = dict(library.named) if library else {}
-    return [name for name, digest in (library.embedded if library else ())
-            if named.get(name) != digest]
+    return list(library.edited) if library else []
 
 
 def edited_lines(expected: str, actual: str) -> str:

@@ -9,7 +9,6 @@ verifier read a script's parts back by `part_sha256`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from ..core.resources import data_dir
 from ..model.job import Job
 from ..model.runtimes import Apptainer, Container, Enroot, Native
 from .meaning import RECORD_PREFIX
+from .provenance import sha256
 
 # Every part, in the order a script embeds them.
 PART_ORDER = ("core", "words", "main", "rundir", "records", "finished", "files",
@@ -64,7 +64,7 @@ def part_sha256(name: str) -> str:
 
 def sha256_of(text: str) -> str:
     """`sha256:HEX` of `text`'s UTF-8 bytes, as the header names a part."""
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return "sha256:" + sha256(text.encode())
 
 
 LIBRARY_LINE_PREFIX = "library  obc "
@@ -118,6 +118,12 @@ class EmbeddedLibrary:
     embedded: tuple[tuple[str, str], ...]
     has_main: bool
     after: tuple[str, ...]
+
+    @property
+    def edited(self) -> tuple[str, ...]:
+        """The parts embedded whose text is not the one the header names (by hand, say)."""
+        named = dict(self.named)
+        return tuple(name for name, digest in self.embedded if named.get(name) != digest)
 
 
 def read_library(text: str) -> EmbeddedLibrary | None:

@@ -41,7 +41,6 @@ def verify_text(text: str) -> Verdict:
 
 def _problems(library: EmbeddedLibrary) -> list[str]:
     released = released_parts().get(library.version)
-    named = dict(library.named)
     problems = []
     if released is None:
         problems.append(f"obc {visible(library.version)} is not a release this obc knows "
@@ -50,7 +49,7 @@ def _problems(library: EmbeddedLibrary) -> list[str]:
         problems.append(f"the header names the parts {_names(library.named)} but the script "
                         f"embeds {_names(library.embedded)}")
     for name, digest in library.embedded:
-        if name in named and named[name] != digest:
+        if name in library.edited:
             problems.append(f"part {name} is not the text its header names (edited)")
         if released is not None and released.get(name) != digest:
             problems.append(f"part {name} is not obc {library.version}'s")
