@@ -130,6 +130,13 @@ class SweepRun:
     # The Axolotl config file its patches were applied to, if they were.
     config_file: str | None = None
 
+    @property
+    def which(self) -> str:
+        """Which run it is, as its header and `obc plan` say: `lr=1e-4 seed=2`, or `the
+        named run long`."""
+        return " ".join(f"{axis}={label}" for axis, label in self.labels) or \
+            f"the named run {self.name}"
+
 
 def lookup(program: str) -> Literal["path", "absolute", "run_dir"]:
     """How the shell finds `program`: on PATH, at an absolute (or ~/) path, or in the run dir."""
@@ -178,6 +185,14 @@ class Job:
         a resumed attempt continues the run (with WANDB_RESUME=allow) rather than start
         another: with a trainer, unless the run file sets WANDB_RUN_ID."""
         return self.checkpoints is not None and "WANDB_RUN_ID" not in dict(self.env)
+
+    @property
+    def run_dir_base(self) -> str | None:
+        """The folder of the run dir when the run dir's last part is the job's id, which the
+        script and its summary then write as the job (`"$OBC_JOB"`, `<job>`): the runs of a
+        sweep differ in no line of it."""
+        base, _, last = self.run_dir.rpartition("/")
+        return base if base and last == self.id else None
 
     @property
     def resumes(self) -> bool:
@@ -307,11 +322,6 @@ class Job:
             parts = file.path.split("/")[:-1]
             folders += ["/".join(parts[: i + 1]) for i in range(len(parts))]
         return tuple(dict.fromkeys(folders))
-
-    @property
-    def container_prefix(self) -> str:
-        """The start of the container names; the script adds the run dir's own part."""
-        return f"overbrainer-{self.id}"
 
     @property
     def node_steps(self) -> tuple[str, ...]:

@@ -89,9 +89,7 @@ def _job_rows(bill: Bill) -> list[tuple[str, list[str]]]:
 
 def _sweep_run(run: SweepRun) -> list[tuple[str, list[str]]]:
     """A sweep run's rows: which run of which sweep, and the values its patches set."""
-    which = " ".join(f"{axis}={label}" for axis, label in run.labels) or \
-        f"the named run {run.name}"
-    return [("sweep", [f"{run.sweep}: {which}"]),
+    return [("sweep", [f"{run.sweep}: {run.which}"]),
             ("patched", [f"{change.field}: {change.old} → {change.new}"
                          for change in run.changes]
              + ([f"(applied to {run.config_file})"] if run.config_file else []))]

@@ -184,9 +184,10 @@ def settings(job: Job) -> list[list[Setting]]:
     if not job.container:
         runtime.append(("OBC_TERM_GROUP", "" if job.apptainer else "1"))
     groups: list[list[Setting]] = [
-        [("OBC_JOB", job.id), ("OBC_RUNTIME", _runtime_name(job)),
+        # Who the run is: the one line in which two runs of a sweep differ.
+        [("OBC_JOB", job.id), ("OBC_INPUTS", job.training_inputs)],
+        [("OBC_RUNTIME", _runtime_name(job)),
          ("OBC_STEPS", " ".join(step.name for step in job.steps))],
-        [("OBC_INPUTS", job.training_inputs)],
         [("OBC_STOP_TIMEOUT", job.stop_timeout), ("OBC_SIGNALS", " ".join(trapped_signals(job))),
          ("OBC_SHARED", "1" if job.shared else "")],
         [("OBC_CHECKPOINT_STEP", checkpoints.step if checkpoints else ""),

@@ -106,6 +106,15 @@ def _path_filter(context: jinja2.runtime.Context, path: str) -> ShellText:
 
 
 @jinja2.pass_context
+def _run_dir_filter(context: jinja2.runtime.Context, job: Job) -> ShellText:
+    """The job's run dir as its script writes it (Job.run_dir_base)."""
+    word = _printer(context).word
+    if job.run_dir_base is None:
+        return shell.shell_path(job.run_dir, word)
+    return ShellText(shell.shell_path(job.run_dir_base, word) + '/"$OBC_JOB"')
+
+
+@jinja2.pass_context
 def _sourced_path_filter(context: jinja2.runtime.Context, path: str) -> ShellText:
     return shell.sourced_path(path, _printer(context).word)
 
@@ -209,6 +218,7 @@ def _environment() -> jinja2.Environment:
     env.filters.update(
         words=_words_filter,
         path=_path_filter,
+        run_dir=_run_dir_filter,
         path_variables=shell.path_variables,
         sourced_path=_sourced_path_filter,
         comment=_comment_filter,

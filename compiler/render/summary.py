@@ -39,8 +39,7 @@ def help_lines(job: Job) -> list[str]:
                   for line in job.description.strip("\n").split("\n")]
         lines.append("")
     rows = [
-        ("job", [job.id]),
-        ("sweep", _sweep(job)),
+        ("job", [job.id + _sweep_run(job), *_sweep_script(job)]),
         ("patched", [f"{path}: {old} -> {new}" for path, old, new in job.sweep.changes]
          if job.sweep else []),
         ("obc", [job.obc_version]),
@@ -48,14 +47,15 @@ def help_lines(job: Job) -> list[str]:
         ("runtime", _runtime(job)),
         ("gpus", [_gpus(job)]),
         ("slurm", _slurm(job)),
-        ("run dir", [f"{job.run_dir}  (--run-dir DIR)"
+        ("run dir", [f"{job.run_dir if job.run_dir_base is None else job.run_dir_base + '/<job>'}"
+                     "  (--run-dir DIR)"
                      + ("; may be in a folder the team shares" if job.shared else "")]),
         ("cache dir", [f"{job.cache_dir}  (--cache-dir DIR)" if job.cache_dir
                        else "Hugging Face's default  (--cache-dir DIR)"]),
         ("steps", [_step(job, i, step) for i, step in enumerate(job.steps, 1)]),
         ("files", [f"{f.path}  (from {f.origin})" for f in job.files]),
         ("env", [f"{name}={shell.quote(value)}" for name, value in job.env]
-         + ([f"WANDB_RUN_ID={job.id}-<the run dir's hash>"] if job.wandb_run_id else [])),
+         + (["WANDB_RUN_ID=<job>-<the run dir's hash>"] if job.wandb_run_id else [])),
         ("secrets", [", ".join(s.name + ("" if s.required else " (optional)")
                                for s in job.secrets)] if job.secrets else []),
         ("resume", _resume(job)),
@@ -64,7 +64,7 @@ def help_lines(job: Job) -> list[str]:
                    f"{job.retry.max} times" + (", by requeueing" if job.slurm else "")]
          if job.retry else []),
         ("records", ["<run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)",
-                     f"training inputs {job.training_inputs}: a rerun starts at the first step "
+                     "training inputs (OBC_INPUTS): a rerun starts at the first step "
                      "not finished for them (.obc/done/STEP; --from, --only, --fresh)"]),
         ("exit codes", list(EXIT_CODES) if job.slurm and job.slurm.max_restarts
          else [line for line in EXIT_CODES if not line.startswith("5 ")]),
@@ -110,15 +110,19 @@ def _stop(job: Job) -> list[str]:
     return lines
 
 
-def _sweep(job: Job) -> list[str]:
-    """Which run of which sweep this is, by its labels (README, "Sweeps")."""
+def _sweep_run(job: Job) -> str:
+    """Which run of which sweep this is, by its labels (README, "Sweeps"), said on the job's
+    own line: the runs of a sweep differ in as few lines as can be."""
+    run = job.sweep
+    if run is None:
+        return ""
+    return f": {'the run ' if run.labels else ''}{run.which} of sweep {run.sweep}"
+
+
+def _sweep_script(job: Job) -> list[str]:
     if job.sweep is None:
         return []
-    run = job.sweep
-    which = " ".join(f"{axis}={label}" for axis, label in run.labels) if run.labels \
-        else f"the named run {run.name}"
-    return [f"{run.sweep}: {which}",
-            f"../{run.sweep}/sweep.sh runs or submits them all (--list lists them)"]
+    return [f"../{job.sweep.sweep}/sweep.sh runs or submits them all (--list lists them)"]
 
 
 def _step(job: Job, number: int, step) -> str:

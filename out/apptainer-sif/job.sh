@@ -30,21 +30,21 @@ obc_help() {
 # gpus        4 GPUs × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 4 GPUs each
 #             TERM 120 s before the time limit stops the running step
-# run dir     /shared/runs/apptainer-sif  (--run-dir DIR)
+# run dir     /shared/runs/<job>  (--run-dir DIR)
 # cache dir   /shared/hf-cache  (--cache-dir DIR)
 # steps       1. train: axolotl train axolotl.yaml
 #             2. merge: axolotl merge-lora axolotl.yaml
 # files       axolotl.yaml  (from configs/llama3-qlora.yaml)
 # env         AXOLOTL_DO_NOT_TRACK=1
 #             WANDB_RESUME=allow
-#             WANDB_RUN_ID=apptainer-sif-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # secrets     HF_TOKEN, WANDB_API_KEY (optional)
 # resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        during train: a checkpoint first, waited for up to 45 s
 #             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:41b97ae2d33038dd978f84016553099a555d36f9d8c1600f785bfa25a86e2be9: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
@@ -52,8 +52,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=apptainer-sif OBC_RUNTIME=apptainer OBC_STEPS='train merge'
-OBC_INPUTS=sha256:41b97ae2d33038dd978f84016553099a555d36f9d8c1600f785bfa25a86e2be9
+OBC_JOB=apptainer-sif OBC_INPUTS=sha256:41b97ae2d33038dd978f84016553099a555d36f9d8c1600f785bfa25a86e2be9
+OBC_RUNTIME=apptainer OBC_STEPS='train merge'
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared OBC_TRAINER_TITLE=Axolotl
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
@@ -92,7 +92,7 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/shared/runs/apptainer-sif
+  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/shared/runs/"$OBC_JOB"
   [ -n "$OBC_CACHE_DIR" ] || OBC_CACHE_DIR=/shared/hf-cache
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)

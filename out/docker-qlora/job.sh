@@ -15,7 +15,7 @@ obc_help() {
 #             steps run as the user who starts the job (--user "$(id -u):$(id -g)"), HOME /workspace/run/.obc/home
 #             obc adds --init --gpus all --ulimit 'memlock=-1' --ulimit 'stack=67108864' --shm-size 16g
 # gpus        all
-# run dir     ~/overbrainer/runs/docker-qlora  (--run-dir DIR)
+# run dir     ~/overbrainer/runs/<job>  (--run-dir DIR)
 # cache dir   ~/overbrainer/.hf-cache  (--cache-dir DIR)
 # steps       1. preprocess: axolotl preprocess axolotl.yaml
 #             2. train: axolotl train axolotl.yaml --wandb-project llama3-qlora
@@ -24,14 +24,14 @@ obc_help() {
 # env         AXOLOTL_DO_NOT_TRACK=1
 #             WANDB_RESUME=allow
 #             WANDB_RUN_GROUP='it'\''s the baseline'
-#             WANDB_RUN_ID=docker-qlora-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # secrets     HF_TOKEN, WANDB_API_KEY
 # resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        during train: a checkpoint first, waited for up to 45 s
 #             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:88c90572107cb336cfb89c9e853c432a6cf24f492f8ae946bb0f8d231fcd0dd2: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
@@ -39,8 +39,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=docker-qlora OBC_RUNTIME=docker OBC_STEPS='preprocess train merge'
-OBC_INPUTS=sha256:88c90572107cb336cfb89c9e853c432a6cf24f492f8ae946bb0f8d231fcd0dd2
+OBC_JOB=docker-qlora OBC_INPUTS=sha256:88c90572107cb336cfb89c9e853c432a6cf24f492f8ae946bb0f8d231fcd0dd2
+OBC_RUNTIME=docker OBC_STEPS='preprocess train merge'
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared OBC_TRAINER_TITLE=Axolotl
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
@@ -71,11 +71,11 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/docker-qlora; }
+  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/"$OBC_JOB"; }
   [ -n "$OBC_CACHE_DIR" ] || { obc_needs paths.cache_dir HOME; OBC_CACHE_DIR="${HOME-}"/overbrainer/.hf-cache; }
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)
-  OBC_CONTAINER=overbrainer-docker-qlora-$OBC_RUN_HASH
+  OBC_CONTAINER=overbrainer-$OBC_JOB-$OBC_RUN_HASH
   OBC_USER=$(id -u):$(id -g)
   OBC_CHECKPOINTS=$OBC_RUN_DIR/output
 }

@@ -25,7 +25,7 @@ obc_help() {
 # gpus        8 GPUs × 2 nodes, given by Slurm
 # slurm       sbatch job.sh: 2 nodes, 8 GPUs each, requeued after preemption
 #             TERM 120 s before the time limit stops the running step
-# run dir     /shared/runs/llamafactory-lora  (--run-dir DIR)
+# run dir     /shared/runs/<job>  (--run-dir DIR)
 # cache dir   /shared/hf-cache  (--cache-dir DIR)
 # steps       1. train (on every node): llamafactory-cli train llamafactory.yaml
 #             2. export: llamafactory-cli export llamafactory-export.yaml
@@ -35,13 +35,13 @@ obc_help() {
 #             HF_HUB_DISABLE_TELEMETRY=1
 #             WANDB_RESUME=allow
 #             NPROC_PER_NODE=8
-#             WANDB_RUN_ID=llamafactory-lora-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # secrets     HF_TOKEN
 # resume      train starts from the newest whole checkpoint in saves/llama3-8b/lora/sft/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.llamafactory.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:b2ce1f1f47d34fd64daea96ea469b8c207a3df756cb68f1c7f94a17a987601bf: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
@@ -49,8 +49,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=llamafactory-lora OBC_RUNTIME=native OBC_STEPS='train export'
-OBC_INPUTS=sha256:b2ce1f1f47d34fd64daea96ea469b8c207a3df756cb68f1c7f94a17a987601bf
+OBC_JOB=llamafactory-lora OBC_INPUTS=sha256:b2ce1f1f47d34fd64daea96ea469b8c207a3df756cb68f1c7f94a17a987601bf
+OBC_RUNTIME=native OBC_STEPS='train export'
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR='' OBC_TRAINER_TITLE=LLaMA-Factory
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.llamafactory.resume OBC_TRAINER_OUTPUT_DIR=saves/llama3-8b/lora/sft OBC_RESUME_FLAG='resume_from_checkpoint='
@@ -75,7 +75,7 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/shared/runs/llamafactory-lora
+  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/shared/runs/"$OBC_JOB"
   [ -n "$OBC_CACHE_DIR" ] || OBC_CACHE_DIR=/shared/hf-cache
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)

@@ -20,8 +20,7 @@ obc_help() {
   sed -e 's/^#//' -e 's/^ //' <<'OBC_EOF'
 # | Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.
 #
-# job         lr-sweep-4e-4-1
-# sweep       lr-sweep: lr=4e-4 seed=1
+# job         lr-sweep-4e-4-1: the run lr=4e-4 seed=1 of sweep lr-sweep
 #             ../lr-sweep/sweep.sh runs or submits them all (--list lists them)
 # patched     trainer.axolotl.config.learning_rate: 0.0002 -> 0.0004
 #             trainer.axolotl.config.seed: (unset) -> 1
@@ -33,7 +32,7 @@ obc_help() {
 # gpus        1 GPU × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 1 GPUs each, requeued after preemption
 #             TERM 120 s before the time limit stops the running step
-# run dir     ~/overbrainer/runs/lr-sweep-4e-4-1  (--run-dir DIR)
+# run dir     ~/overbrainer/runs/<job>  (--run-dir DIR)
 # cache dir   ~/overbrainer/.hf-cache  (--cache-dir DIR)
 # steps       1. train: axolotl train axolotl.yaml
 # files       axolotl.yaml  (from configs/llama3-qlora.yaml, patched)
@@ -41,14 +40,14 @@ obc_help() {
 #             WANDB_RESUME=allow
 #             WANDB_RUN_GROUP=lr-sweep
 #             WANDB_PROJECT=llama3-qlora
-#             WANDB_RUN_ID=lr-sweep-4e-4-1-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # secrets     HF_TOKEN, WANDB_API_KEY (optional)
 # resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        during train: a checkpoint first, waited for up to 45 s
 #             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:6de2ac89d86e9cbefe80134ed93b3d92d8fb43e18da0b6df77869d1532749014: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
@@ -56,8 +55,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=lr-sweep-4e-4-1 OBC_RUNTIME=docker OBC_STEPS=train
-OBC_INPUTS=sha256:6de2ac89d86e9cbefe80134ed93b3d92d8fb43e18da0b6df77869d1532749014
+OBC_JOB=lr-sweep-4e-4-1 OBC_INPUTS=sha256:6de2ac89d86e9cbefe80134ed93b3d92d8fb43e18da0b6df77869d1532749014
+OBC_RUNTIME=docker OBC_STEPS=train
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared OBC_TRAINER_TITLE=Axolotl
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
@@ -90,11 +89,11 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/lr-sweep-4e-4-1; }
+  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/"$OBC_JOB"; }
   [ -n "$OBC_CACHE_DIR" ] || { obc_needs paths.cache_dir HOME; OBC_CACHE_DIR="${HOME-}"/overbrainer/.hf-cache; }
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)
-  OBC_CONTAINER=overbrainer-lr-sweep-4e-4-1-$OBC_RUN_HASH
+  OBC_CONTAINER=overbrainer-$OBC_JOB-$OBC_RUN_HASH
   OBC_USER=$(id -u):$(id -g)
   OBC_CHECKPOINTS=$OBC_RUN_DIR/output
 }

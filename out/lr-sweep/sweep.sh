@@ -116,12 +116,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=4aa56d8852d705c3292fd9f90b96d2215bfc99b911253ccf3a3227dc955c0279 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=1f6bcdcf27e323d8e4c65c43eaaf539f3bce5d5157c2c6b04d9f6ffb2da2d8e2 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=e0bd451ecba8e4942d8f90dc6a410e8b2d4384df84a78e42ddb5831a652e310b ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=7c3a8d9ac4eab216edaf61bc0d47754d37ed2894e14db0d160c8efb62916a894 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=75b2309c1ccc8c9024c58cd518580cc94d886521127115a9948077872dbc000f ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=2465ad6255e04fe11cb7667ede702bed1b03bb10458bf305e60eaf5e6308d15d ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=7a012a288a295665bed16f6abc6e2f59e3255f8f989556a56b15188d4eef6e89 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=e09b36e9ffda340e77a71e40db8436ea100f8b3e15e7e7b08bee09a146e00e61 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=c06fbef47b50969e8d3350e901dfc90be6fad5159a3c69d560189e5da85f7c38 ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=b15803349b1c02bf66288aa4619f67140a0412e74d1fab5b4b56277dc6dfb13d ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=cef58261746d54a01c81a159779f6a2d4cbf8d0637acad4fe3c7f25f59d70077 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=6c24772d8927cbd4c11cb2159a1a2df4b8279e136da104b59bb4b3c36b7660f6 ;;
     *) return 1 ;;
   esac
 }
@@ -411,4 +411,4 @@ esac
 exit 0
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"4aa56d8852d705c3292fd9f90b96d2215bfc99b911253ccf3a3227dc955c0279"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"1f6bcdcf27e323d8e4c65c43eaaf539f3bce5d5157c2c6b04d9f6ffb2da2d8e2"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"e0bd451ecba8e4942d8f90dc6a410e8b2d4384df84a78e42ddb5831a652e310b"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"7c3a8d9ac4eab216edaf61bc0d47754d37ed2894e14db0d160c8efb62916a894"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"75b2309c1ccc8c9024c58cd518580cc94d886521127115a9948077872dbc000f"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"2465ad6255e04fe11cb7667ede702bed1b03bb10458bf305e60eaf5e6308d15d"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}
+# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"7a012a288a295665bed16f6abc6e2f59e3255f8f989556a56b15188d4eef6e89"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"e09b36e9ffda340e77a71e40db8436ea100f8b3e15e7e7b08bee09a146e00e61"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"c06fbef47b50969e8d3350e901dfc90be6fad5159a3c69d560189e5da85f7c38"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"b15803349b1c02bf66288aa4619f67140a0412e74d1fab5b4b56277dc6dfb13d"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"cef58261746d54a01c81a159779f6a2d4cbf8d0637acad4fe3c7f25f59d70077"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"6c24772d8927cbd4c11cb2159a1a2df4b8279e136da104b59bb4b3c36b7660f6"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}

@@ -14,7 +14,7 @@ obc_help() {
 # runtime     native, programs from ~/venvs/axolotl/bin (activated: first on PATH, VIRTUAL_ENV), then PATH
 #             sources /etc/overbrainer/job.env first
 # gpus        0
-# run dir     ~/overbrainer/runs/native-venv  (--run-dir DIR)
+# run dir     ~/overbrainer/runs/<job>  (--run-dir DIR)
 # cache dir   ~/.cache/huggingface  (--cache-dir DIR)
 # steps       1. train: axolotl train axolotl.yaml
 #             2. merge: axolotl merge-lora axolotl.yaml
@@ -25,14 +25,14 @@ obc_help() {
 #             PYTHONPATH=plugins
 #             NCCL_DEBUG=INFO
 #             OMP_NUM_THREADS=8
-#             WANDB_RUN_ID=native-venv-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # secrets     HF_TOKEN
 # resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        during train: a checkpoint first, waited for up to 45 s
 #             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:a1de0a37cdef920ea1d3d7aff3e3c2d59c2a523383c791121d1fb2da746834f7: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
@@ -40,8 +40,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=native-venv OBC_RUNTIME=native OBC_STEPS='train merge'
-OBC_INPUTS=sha256:a1de0a37cdef920ea1d3d7aff3e3c2d59c2a523383c791121d1fb2da746834f7
+OBC_JOB=native-venv OBC_INPUTS=sha256:a1de0a37cdef920ea1d3d7aff3e3c2d59c2a523383c791121d1fb2da746834f7
+OBC_RUNTIME=native OBC_STEPS='train merge'
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared OBC_TRAINER_TITLE=Axolotl
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
@@ -68,7 +68,7 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/native-venv; }
+  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/"$OBC_JOB"; }
   [ -n "$OBC_CACHE_DIR" ] || { obc_needs paths.cache_dir HOME; OBC_CACHE_DIR="${HOME-}"/.cache/huggingface; }
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)

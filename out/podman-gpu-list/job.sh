@@ -16,20 +16,20 @@ obc_help() {
 #             mount ~/datasets at /data (read-only)
 #             obc adds --init --device 'nvidia.com/gpu=0' --device 'nvidia.com/gpu=1' '--security-opt=label=disable' --ulimit host '--ipc=host'
 # gpus        0, 1
-# run dir     /scratch/runs/podman-gpu-list  (--run-dir DIR)
+# run dir     /scratch/runs/<job>  (--run-dir DIR)
 # cache dir   /scratch/hf-cache  (--cache-dir DIR)
 # steps       1. train: axolotl train axolotl.yaml
 # files       axolotl.yaml  (from configs/llama3-qlora.yaml)
 # env         AXOLOTL_DO_NOT_TRACK=1
 #             WANDB_RESUME=allow
-#             WANDB_RUN_ID=podman-gpu-list-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # secrets     HF_TOKEN
 # resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        during train: a checkpoint first, waited for up to 45 s
 #             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:51135d3af342e8c66bc671efd8ce7c6296d13d9b50e9416f6b93f5f44fc20b5a: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
@@ -37,8 +37,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=podman-gpu-list OBC_RUNTIME=podman OBC_STEPS=train
-OBC_INPUTS=sha256:51135d3af342e8c66bc671efd8ce7c6296d13d9b50e9416f6b93f5f44fc20b5a
+OBC_JOB=podman-gpu-list OBC_INPUTS=sha256:51135d3af342e8c66bc671efd8ce7c6296d13d9b50e9416f6b93f5f44fc20b5a
+OBC_RUNTIME=podman OBC_STEPS=train
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared OBC_TRAINER_TITLE=Axolotl
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
@@ -68,11 +68,11 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/scratch/runs/podman-gpu-list
+  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/scratch/runs/"$OBC_JOB"
   [ -n "$OBC_CACHE_DIR" ] || OBC_CACHE_DIR=/scratch/hf-cache
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)
-  OBC_CONTAINER=overbrainer-podman-gpu-list-$OBC_RUN_HASH
+  OBC_CONTAINER=overbrainer-$OBC_JOB-$OBC_RUN_HASH
   # Rootless podman maps the user to root in the container; keep-id runs the steps as the
   # user instead, so that what they write is the user's.
   OBC_USERNS=

@@ -30,7 +30,7 @@ obc_help() {
 # slurm       sbatch job.sh: 2 nodes, 8 GPUs each, requeued after preemption
 #             train launched with torchrun across the nodes
 #             TERM 120 s before the time limit stops the running step
-# run dir     /shared/runs/slurm-multinode  (--run-dir DIR)
+# run dir     /shared/runs/<job>  (--run-dir DIR)
 # cache dir   /shared/hf-cache  (--cache-dir DIR)
 # steps       1. preprocess: axolotl preprocess axolotl.yaml
 #             2. train (on every node): axolotl train axolotl.yaml
@@ -39,14 +39,14 @@ obc_help() {
 # env         AXOLOTL_DO_NOT_TRACK=1
 #             WANDB_RESUME=allow
 #             NCCL_DEBUG=WARN
-#             WANDB_RUN_ID=slurm-multinode-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # secrets     HF_TOKEN
 # resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        during train: a checkpoint first, waited for up to 45 s
 #             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:3f5b4aedfa59bcd307baf6fa7c9ccfd428951297828ffb2fea90d72c53af3317: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
@@ -54,8 +54,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=slurm-multinode OBC_RUNTIME=native OBC_STEPS='preprocess train merge'
-OBC_INPUTS=sha256:3f5b4aedfa59bcd307baf6fa7c9ccfd428951297828ffb2fea90d72c53af3317
+OBC_JOB=slurm-multinode OBC_INPUTS=sha256:3f5b4aedfa59bcd307baf6fa7c9ccfd428951297828ffb2fea90d72c53af3317
+OBC_RUNTIME=native OBC_STEPS='preprocess train merge'
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared OBC_TRAINER_TITLE=Axolotl
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
@@ -80,7 +80,7 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/shared/runs/slurm-multinode
+  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/shared/runs/"$OBC_JOB"
   [ -n "$OBC_CACHE_DIR" ] || OBC_CACHE_DIR=/shared/hf-cache
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)

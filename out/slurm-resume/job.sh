@@ -25,7 +25,7 @@ obc_help() {
 # gpus        4 GPUs × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 4 GPUs each, requeued after preemption
 #             USR1 300 s before the time limit stops the running step
-# run dir     ${SCRATCH}/runs/slurm-resume  (--run-dir DIR)
+# run dir     ${SCRATCH}/runs/<job>  (--run-dir DIR)
 # cache dir   ${SCRATCH}/hf-cache  (--cache-dir DIR)
 # steps       1. train: axolotl train axolotl.yaml
 #             2. merge: axolotl merge-lora axolotl.yaml
@@ -33,7 +33,7 @@ obc_help() {
 # files       axolotl.yaml  (from configs/llama3-qlora.yaml)
 # env         AXOLOTL_DO_NOT_TRACK=1
 #             WANDB_RESUME=allow
-#             WANDB_RUN_ID=slurm-resume-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # secrets     HF_TOKEN
 # resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
@@ -42,7 +42,7 @@ obc_help() {
 #             at the time limit (USR1): requeued, up to 5 times
 # retry       exit codes 134: up to 2 times, by requeueing
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:31bb0c01ceff697dde7cbf6d44484f9e88f9f4cb594bbba98a41210edb6827b0: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             5 stopped at the time limit with no restart left (slurm.max_restarts),
 #             128+N stopped by signal N, any other: the failed step's code
@@ -51,8 +51,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=slurm-resume OBC_RUNTIME=native OBC_STEPS='train merge evaluate'
-OBC_INPUTS=sha256:31bb0c01ceff697dde7cbf6d44484f9e88f9f4cb594bbba98a41210edb6827b0
+OBC_JOB=slurm-resume OBC_INPUTS=sha256:31bb0c01ceff697dde7cbf6d44484f9e88f9f4cb594bbba98a41210edb6827b0
+OBC_RUNTIME=native OBC_STEPS='train merge evaluate'
 OBC_STOP_TIMEOUT=30 OBC_SIGNALS='TERM INT HUP USR1' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared OBC_TRAINER_TITLE=Axolotl
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
@@ -77,7 +77,7 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir SCRATCH; OBC_RUN_DIR="${SCRATCH-}"/runs/slurm-resume; }
+  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir SCRATCH; OBC_RUN_DIR="${SCRATCH-}"/runs/"$OBC_JOB"; }
   [ -n "$OBC_CACHE_DIR" ] || { obc_needs paths.cache_dir SCRATCH; OBC_CACHE_DIR="${SCRATCH-}"/hf-cache; }
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)

@@ -16,14 +16,14 @@ obc_help() {
 #             obc adds --init '--ipc=host'
 #             engine options '--network=none'
 # gpus        none
-# run dir     ~/overbrainer/runs/steps-eval  (--run-dir DIR)
+# run dir     ~/overbrainer/runs/<job>  (--run-dir DIR)
 # cache dir   ~/overbrainer/.hf-cache  (--cache-dir DIR)
 # steps       1. eval: python -m eval.run --tasks hellaswag,arc_easy --out results.json
 #             2. report: python -m eval.report results.json --title 'Eval of $MODEL (draft)'
 # env         HF_DATASETS_OFFLINE=1
 # stop        TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:faee18aeeb63e305a6cbcac11b3830114273cc5e0ccc0ccfffcfda98bd935144: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]
@@ -31,8 +31,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=steps-eval OBC_RUNTIME=docker OBC_STEPS='eval report'
-OBC_INPUTS=sha256:faee18aeeb63e305a6cbcac11b3830114273cc5e0ccc0ccfffcfda98bd935144
+OBC_JOB=steps-eval OBC_INPUTS=sha256:faee18aeeb63e305a6cbcac11b3830114273cc5e0ccc0ccfffcfda98bd935144
+OBC_RUNTIME=docker OBC_STEPS='eval report'
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_HOME_IN_RUN_DIR=1
 OBC_CHECKPOINT_STEP='' OBC_CHECK_OUTPUT_DIR='' OBC_RESUME='' OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE='' OBC_RETRY_MAX='' OBC_TIME_LIMIT_SIGNAL='' OBC_NODE_STEPS=''
@@ -55,11 +55,11 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/steps-eval; }
+  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/"$OBC_JOB"; }
   [ -n "$OBC_CACHE_DIR" ] || { obc_needs paths.cache_dir HOME; OBC_CACHE_DIR="${HOME-}"/overbrainer/.hf-cache; }
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)
-  OBC_CONTAINER=overbrainer-steps-eval-$OBC_RUN_HASH
+  OBC_CONTAINER=overbrainer-$OBC_JOB-$OBC_RUN_HASH
   OBC_USER=$(id -u):$(id -g)
 }
 

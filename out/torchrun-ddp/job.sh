@@ -26,19 +26,19 @@ obc_help() {
 # slurm       sbatch job.sh: 2 nodes, 8 GPUs each, requeued after preemption
 #             train launched with torchrun across the nodes
 #             TERM 120 s before the time limit stops the running step
-# run dir     /shared/runs/torchrun-ddp  (--run-dir DIR)
+# run dir     /shared/runs/<job>  (--run-dir DIR)
 # cache dir   Hugging Face's default  (--cache-dir DIR)
 # steps       1. train (on every node): torchrun --standalone --nproc_per_node 8 train_ddp.py --output_dir output --max_steps 5000 --save_steps 500
 # files       train_ddp.py  (from scripts/train_ddp.py)
 # env         HF_HUB_DISABLE_TELEMETRY=1
 #             WANDB_RESUME=allow
-#             WANDB_RUN_ID=torchrun-ddp-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.torchrun.resume.from: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        during train: TERM, passed on by torchrun to the script's ranks, then KILL after 25 s (grace) + 60 s
 #             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:25cf3b383d9bec43f2ab6370b84d437d36260598be6c9bf36f1ea7cefd710051: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
@@ -46,8 +46,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=torchrun-ddp OBC_RUNTIME=native OBC_STEPS=train
-OBC_INPUTS=sha256:25cf3b383d9bec43f2ab6370b84d437d36260598be6c9bf36f1ea7cefd710051
+OBC_JOB=torchrun-ddp OBC_INPUTS=sha256:25cf3b383d9bec43f2ab6370b84d437d36260598be6c9bf36f1ea7cefd710051
+OBC_RUNTIME=native OBC_STEPS=train
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR='' OBC_TRAINER_TITLE='the script'
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.torchrun.resume.from OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume_from_checkpoint
@@ -72,7 +72,7 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/shared/runs/torchrun-ddp
+  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/shared/runs/"$OBC_JOB"
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)
   OBC_VENV=/shared/venvs/torch

@@ -26,20 +26,20 @@ obc_help() {
 # gpus        8 GPUs × 2 nodes, given by Slurm
 # slurm       sbatch job.sh: 2 nodes, 8 GPUs each, requeued after preemption
 #             TERM 120 s before the time limit stops the running step
-# run dir     /shared/runs/trl-sft  (--run-dir DIR)
+# run dir     /shared/runs/<job>  (--run-dir DIR)
 # cache dir   /shared/hf-cache  (--cache-dir DIR)
 # steps       1. train (on every node): torchrun -m trl.scripts.sft --config trl.yaml
 #             2. merge: python3 -c 'import sys; from peft import AutoPeftModelForCausalLM; from transformers import AutoTokenizer; adapter, merged = sys.argv[1:]; AutoPeftModelForCausalLM.from_pretrained(adapter).merge_and_unload().save_pretrained(merged); AutoTokenizer.from_pretrained(adapter).save_pretrained(merged)' outputs/qwen-lora outputs/qwen-lora/merged
 # files       trl.yaml  (from configs/trl-sft.yaml)
 # env         HF_HUB_DISABLE_TELEMETRY=1
 #             WANDB_RESUME=allow
-#             WANDB_RUN_ID=trl-sft-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # secrets     HF_TOKEN
 # resume      train starts from the newest whole checkpoint in outputs/qwen-lora/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.trl.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:f65f0a4b52a33e33cef328642963c8a781f3427bfeb2e7b8fbfc6bc6fae5bae9: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
@@ -47,8 +47,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=trl-sft OBC_RUNTIME=native OBC_STEPS='train merge'
-OBC_INPUTS=sha256:f65f0a4b52a33e33cef328642963c8a781f3427bfeb2e7b8fbfc6bc6fae5bae9
+OBC_JOB=trl-sft OBC_INPUTS=sha256:f65f0a4b52a33e33cef328642963c8a781f3427bfeb2e7b8fbfc6bc6fae5bae9
+OBC_RUNTIME=native OBC_STEPS='train merge'
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR='' OBC_TRAINER_TITLE=TRL
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.trl.resume OBC_TRAINER_OUTPUT_DIR=outputs/qwen-lora OBC_RESUME_FLAG=--resume_from_checkpoint
@@ -71,7 +71,7 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/shared/runs/trl-sft
+  [ -n "$OBC_RUN_DIR" ] || OBC_RUN_DIR=/shared/runs/"$OBC_JOB"
   [ -n "$OBC_CACHE_DIR" ] || OBC_CACHE_DIR=/shared/hf-cache
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)

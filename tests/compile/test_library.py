@@ -3,7 +3,9 @@ shell that shellcheck passes as written, and the same bytes in every script that
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import itertools
 import json
 import re
 import subprocess
@@ -108,12 +110,26 @@ def library_block(text: str) -> tuple[int, int]:
     return start, text.rindex('\n\nobc_main ${1+"$@"}\n') + 1
 
 
+# Two runs of examples/sweep-lr.yaml differ in at most this many lines of the job part.
+SWEEP_RUNS_GOAL = 6
+
+
 def job_part(script) -> list[str]:
     """The lines of a script that are not the library's, without its embedded files' bodies."""
     start, end = library_block(script.text)
-    lines = (script.text[:start] + script.text[end:]).splitlines()
-    embedded = sum(len(file.content.splitlines()) for file in script.job.files)
-    return lines[:len(lines) - embedded]
+    text = script.text[:start] + script.text[end:]
+    for file in script.job.files:
+        assert file.content in text
+        text = text.replace(file.content, "", 1)
+    return text.splitlines()
+
+
+def lines_changed(old: list[str], new: list[str]) -> int:
+    """How many lines a reviewer reads as changed between two texts: in each change, the
+    larger of its sides."""
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    return sum(max(i2 - i1, j2 - j1)
+               for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +174,16 @@ def test_two_runs_of_a_sweep_differ_in_no_line_of_the_library(compiled):
     assert len(runs) >= 2
     blocks = {script.text[slice(*library_block(script.text))] for script in runs}
     assert len(blocks) == 1
+
+
+def test_two_runs_of_the_sweep_example_differ_in_few_lines_of_the_job_part(compiled):
+    runs = {job_id: job_part(script) for job_id, script in compiled.items()
+            if script.job.source_file == "examples/sweep-lr.yaml"}
+    assert len(runs) == 6
+    changed = {(a, b): lines_changed(runs[a], runs[b])
+               for a, b in itertools.combinations(sorted(runs), 2)}
+    assert max(changed.values()) <= SWEEP_RUNS_GOAL, changed
+    assert min(changed.values()) >= 4  # at least the job's name, line, settings and record
 
 
 def test_the_words_part_quotes_as_shell_py_does():

@@ -159,15 +159,14 @@ matrix:
 """)
     text = scripts(result)
     assert (
-        "# job         sw-1e-4-7\n"
-        "# sweep       sw: lr=1e-4 seed=7\n"
+        "# job         sw-1e-4-7: the run lr=1e-4 seed=7 of sweep sw\n"
         "#             ../sw/sweep.sh runs or submits them all (--list lists them)\n"
         "# patched     trainer.axolotl.config.learning_rate: 0.0002 -> 0.0001\n"
         "#             trainer.axolotl.config.seed: (unset) -> 7\n") in text["sw-1e-4-7"]
     # A value set to what it was is no change.
     assert "# patched     trainer.axolotl.config.seed: (unset) -> 7\n" in text["sw-2e-4-7"]
     assert (
-        "# sweep       sw: the named run nomodel\n"
+        "# job         sw-nomodel: the named run nomodel of sweep sw\n"
         "#             ../sw/sweep.sh runs or submits them all (--list lists them)\n"
         "# patched     trainer.axolotl.config.base_model: \"m\" -> (deleted)\n"
     ) in text["sw-nomodel"]

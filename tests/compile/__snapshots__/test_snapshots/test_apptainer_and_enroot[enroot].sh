@@ -22,14 +22,14 @@ obc_help() {
 # gpus        2 GPUs × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 2 GPUs each
 #             TERM 120 s before the time limit stops the running step
-# run dir     ~/overbrainer/runs/hpc  (--run-dir DIR)
+# run dir     ~/overbrainer/runs/<job>  (--run-dir DIR)
 # cache dir   ~/overbrainer/.hf-cache  (--cache-dir DIR)
 # steps       1. eval: python -m eval --out 'results dir'
 # env         WANDB_PROJECT=a,b
 # secrets     HF_TOKEN
 # stop        TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:3ce2d57e525f7d081e815ee0d247f107d05bc15383a81c0995b7f112b036ba4f: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--status] [--help]
@@ -37,8 +37,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=hpc OBC_RUNTIME=enroot OBC_STEPS=eval
-OBC_INPUTS=sha256:3ce2d57e525f7d081e815ee0d247f107d05bc15383a81c0995b7f112b036ba4f
+OBC_JOB=hpc OBC_INPUTS=sha256:3ce2d57e525f7d081e815ee0d247f107d05bc15383a81c0995b7f112b036ba4f
+OBC_RUNTIME=enroot OBC_STEPS=eval
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_TERM_GROUP=1
 OBC_CHECKPOINT_STEP='' OBC_CHECK_OUTPUT_DIR='' OBC_RESUME='' OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE='' OBC_RETRY_MAX='' OBC_TIME_LIMIT_SIGNAL='' OBC_NODE_STEPS=''
@@ -65,7 +65,7 @@ obc_srun() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/hpc; }
+  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/"$OBC_JOB"; }
   [ -n "$OBC_CACHE_DIR" ] || { obc_needs paths.cache_dir HOME; OBC_CACHE_DIR="${HOME-}"/overbrainer/.hf-cache; }
   obc_absolute_dirs
   OBC_IMAGE=/shared/axolotl.sqsh

@@ -11,19 +11,19 @@ obc_help() {
 # inputs      sha256:53221c7620c76fe7615778c8bd04562587f88e0751ceed69dd97ef387ea9f526
 # runtime     native, programs from PATH
 # gpus        none
-# run dir     ~/overbrainer/runs/native-gpus  (--run-dir DIR)
+# run dir     ~/overbrainer/runs/<job>  (--run-dir DIR)
 # cache dir   Hugging Face's default  (--cache-dir DIR)
 # steps       1. train: axolotl train axolotl.yaml
 # files       axolotl.yaml  (from trainer.axolotl.config)
 # env         AXOLOTL_DO_NOT_TRACK=1
 #             WANDB_RESUME=allow
-#             WANDB_RUN_ID=native-gpus-<the run dir's hash>
+#             WANDB_RUN_ID=<job>-<the run dir's hash>
 # resume      train starts from the newest whole checkpoint in model-out/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
 # stop        during train: a checkpoint first, waited for up to 45 s
 #             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
-#             training inputs sha256:fb167280f23401f329822cb84821720cfc538b7443f2d811e0ad7fe6e1f3e21e: a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
+#             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
 #             128+N stopped by signal N, any other: the failed step's code
 # usage       job.sh [--dry-run] [--run-dir DIR] [--cache-dir DIR] [--from STEP] [--only STEP] [--fresh] [--resume-from CHECKPOINT] [--status] [--help]
@@ -31,8 +31,8 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=native-gpus OBC_RUNTIME=native OBC_STEPS=train
-OBC_INPUTS=sha256:fb167280f23401f329822cb84821720cfc538b7443f2d811e0ad7fe6e1f3e21e
+OBC_JOB=native-gpus OBC_INPUTS=sha256:fb167280f23401f329822cb84821720cfc538b7443f2d811e0ad7fe6e1f3e21e
+OBC_RUNTIME=native OBC_STEPS=train
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=last_run_prepared OBC_TRAINER_TITLE=Axolotl
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=model-out OBC_RESUME_FLAG=--resume-from-checkpoint
@@ -55,7 +55,7 @@ obc_step_command() {
 }
 
 obc_paths() {
-  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/native-gpus; }
+  [ -n "$OBC_RUN_DIR" ] || { obc_needs paths.run_dir HOME; OBC_RUN_DIR="${HOME-}"/overbrainer/runs/"$OBC_JOB"; }
   obc_absolute_dirs
   OBC_RUN_HASH=$(printf '%s' "$OBC_RUN_DIR" | sha256sum | cut -c 1-12)
   OBC_CHECKPOINTS=$OBC_RUN_DIR/model-out
