@@ -27,7 +27,7 @@ from ..model.runtimes import (
     registry_host,
 )
 from ..model.slurm import Slurm
-from ..model.trainers import AXOLOTL, TRL
+from ..model.trainers import AXOLOTL, TRAINER_KINDS, TRL
 from ..read.axolotl import ConfigError, read_config
 from ..render.meaning import snake_case
 from ..render.provenance import sha256
@@ -57,6 +57,8 @@ HF_OFFLINE_VALUES = ("1", "ON", "YES", "TRUE")
 # without a network.
 NO_NETWORK = ("--network=none",)
 WANDB_OFF_VALUES = ("offline", "disabled")
+# What a program is given that only a program reporting to W&B needs.
+WANDB_SETTINGS = ("WANDB_PROJECT", "WANDB_API_KEY", "WANDB_ENTITY")
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,13 +343,47 @@ def _egress(job: Job, images: tuple[Image, ...]) -> tuple[Egress, ...]:
     if env.get("HF_HUB_OFFLINE", "").upper() not in HF_OFFLINE_VALUES:
         found.append(Egress("huggingface.co", "Hugging Face Hub: the models, datasets and "
                             "tokenizers the steps name", "HF_HUB_OFFLINE=1"))
-    if env.get("WANDB_MODE", "") not in WANDB_OFF_VALUES:
-        found.append(Egress("api.wandb.ai", "Weights & Biases: metrics and logs, where the "
-                            "steps report there", "WANDB_MODE=offline"))
+    if env.get("WANDB_MODE", "") not in WANDB_OFF_VALUES and _reports_to_wandb(job):
+        found.append(Egress("api.wandb.ai", "Weights & Biases: the steps' metrics and logs",
+                            "WANDB_MODE=offline"))
     push = _hub_push(job)
     if push is not None:
         found.append(push)
     return tuple(found)
+
+
+def _reports_to_wandb(job: Job) -> bool:
+    """Whether the steps send W&B their metrics. A trainer's config says so: Axolotl's
+    wandb_project (which `--wandb-project` on its command line sets too), transformers'
+    report_to naming wandb or all (TRL, LLaMA-Factory; its default is none); an environment
+    variable alone does not switch either on. A job without a trainer config runs programs
+    obc cannot see into: they report when the run file gives them W&B's project or key."""
+    trainer_configs = [_config(job, kind.config_name) for kind in TRAINER_KINDS.values()
+                       if any(file.path == kind.config_name for file in job.files)]
+    if not trainer_configs:
+        names = {*dict(job.env), *(secret.name for secret in job.secrets)}
+        return bool(names & set(WANDB_SETTINGS))
+    options = [_named_options(step.argv) for step in job.steps]
+    return any(_says_wandb(settings) for settings in (*trainer_configs, *options))
+
+
+def _says_wandb(settings: dict) -> bool:
+    """Whether a trainer's settings (its config, or its command line's options) switch W&B
+    on: a wandb_project, or a report_to that names wandb or all."""
+    report_to = settings.get("report_to")
+    named = report_to if isinstance(report_to, list) else str(report_to).replace(",", " ").split()
+    return bool(settings.get("wandb_project")) or bool({"wandb", "all"} & set(map(str, named)))
+
+
+def _named_options(argv: tuple[str, ...]) -> dict[str, str]:
+    """A command line's `--name value` and `--name=value` options by name, `-` read as `_`
+    (as the trainers' parsers do): what each may set of its config."""
+    options = {}
+    for word, after in zip(argv, (*argv[1:], ""), strict=True):
+        if word.startswith("--"):
+            name, equals, value = word[2:].partition("=")
+            options[name.replace("-", "_")] = value if equals else after
+    return options
 
 
 def _hub_push(job: Job) -> Egress | None:

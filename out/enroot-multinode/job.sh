@@ -11,7 +11,7 @@
 #SBATCH --mem=0
 #SBATCH --signal=B:TERM@120
 #SBATCH --no-requeue
-# library  obc 0.3.0 core sha256:70eb93e99aad1c73a60329765c0aa7749542d13098616e11307000224d0f7200, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:de603b1c12d8dfe5dd4208f640b5f96c5268d7ec78974b67b97c2b5debd5914f, rundir sha256:2cfcef5532c2bc3a851e680ad0844fa6a8bb8caa92f8b8e12c64c8149fd06af6, records sha256:7c1f0c115e9c1199cd09e6c723d03ae61e47ab77dd7695a7613de394ce097bbd, finished sha256:38c660b1ea82dd35ee79614d0a878f3baa83a95e7549725eb937190a3ef6e2bd, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:fc8b6542b8c07cb7bb302e9b06342371978f9e13ab17958a60cc7c1a6522d555, resume sha256:c36ee921e5adb0cf77cfe4eb6a231c051d55f1f98f8364e319e89fc94caf95d7, on_signal sha256:5ee43d0110dca779318f649597f4b9dfb2f3f0200a78fdbf72658437480bff1b, slurm sha256:91e4624be8e7c53d05f64caeabd544c92c90c777caea6cddcf494d75f5193600, enroot sha256:2bc2c628991ed189f937d0ddcbe6304a61734e8e78847b0d1d57a7e870e64221, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:def765315f5ee39bc8794be7280ba70b068bd98e5801bbb83efeb0b12cf4e11d, rundir sha256:b14f58371f2bc43cd9294508fd2ac8d81a74428fd13c6a4c952a5bd7b049e939, records sha256:87b33a0647755bf080213cb6b23d3a44c625ea67620e76fa020bab15419333a6, finished sha256:724fc7f1607fa3ad3ec6c2134dc2c450a76be1386fe29440a8f6b8772c2fff3c, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:53db48f6e11137d39ab6cdbc7873518de179dd315c498a3fa7cc919729f76815, resume sha256:d9d6b9d71e7f33f3dc82bcc8af22ed0c83a36d297b568d85c263ba6671472dac, on_signal sha256:2bb464a5c720aa245710cf2bd26e6d67dfe30fce79f4ce5dbb6ebb4a36d9a676, slurm sha256:91e4624be8e7c53d05f64caeabd544c92c90c777caea6cddcf494d75f5193600, enroot sha256:2bc2c628991ed189f937d0ddcbe6304a61734e8e78847b0d1d57a7e870e64221, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -169,7 +169,7 @@ obc_exit() {
 
 # Ends the job with exit code $2 (1 by default), saying why; the record says it failed.
 obc_fail() {
-  printf 'obc: %s\n' "$1" >&2
+  obc_say "$1"
   obc_status failed "${2:-1}"
   obc_exit "${2:-1}"
 }
@@ -191,7 +191,7 @@ obc_run() {
 }
 
 obc_preflight_failure() {
-  printf 'obc: preflight: %s\n' "$1" >&2
+  obc_say "preflight: $1"
   OBC_FAILED=1
 }
 
@@ -234,15 +234,25 @@ obc_absolute_path() {
       *) OBC_DROPPED=$OBC_DROPPED${OBC_DROPPED:+ }"'$OBC_WORD'" ;;
     esac
   done
-  [ -z "$OBC_DROPPED" ] || printf 'obc: ignoring relative PATH entries: %s\n' "$OBC_DROPPED" >&2
+  [ -z "$OBC_DROPPED" ] || obc_say "ignoring relative PATH entries: $OBC_DROPPED"
   PATH=$OBC_KEPT
 }
 
 # Says on stderr, with the UTC time, what becomes of the current step:
 # `obc: 2026-11-30T10:00:00Z step 2/3 merge: WHAT`.
 obc_announce() {
-  printf 'obc: %s step %s/%s %s: %s\n' "$(obc_now)" "$OBC_NUMBER" "$OBC_STEP_COUNT" \
-    "$OBC_NAME" "$1" >&2
+  obc_say "$(obc_now) step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME: $1"
+}
+
+# Says on stderr `obc: MESSAGE`, on a line of its own: when the running (or last) step's
+# output ended mid-line, as a progress bar redrawn with carriage returns does, it ends that
+# line first, on the terminal and in the step's log alike (so that the next message does
+# not again). The log holds both of the step's streams, as the terminal shows them.
+obc_say() {
+  case $OBC_LOG in
+    /*) [ -z "$(tail -c 1 -- "$OBC_LOG" 2>/dev/null)" ] || { echo >> "$OBC_LOG"; echo >&2; } ;;
+  esac
+  printf 'obc: %s\n' "$1" >&2
 }
 
 # Starts a command in the background, in a session of its own (a new process group); in a
@@ -451,7 +461,7 @@ obc_run_step() {
 # shellcheck disable=SC2329,SC2086 # called from the traps; OBC_SIGNALS is split on purpose
 obc_on_signal() {
   trap '' $OBC_SIGNALS
-  printf 'obc: %s received, stopping\n' "$1" >&2
+  obc_say "$1 received, stopping"
   if [ -z "$OBC_CHILD" ] && [ -n "$OBC_STARTING" ] && [ "${!:-none}" != "$OBC_STARTING" ]; then
     OBC_CHILD=$!
   fi
@@ -545,7 +555,11 @@ obc_main() {
   obc_steps
   OBC_NAME=
   obc_status succeeded 0
-  printf 'obc: %s done\n' "$OBC_JOB" >&2
+  if [ -n "$OBC_DRY_RUN" ]; then
+    obc_say "$OBC_JOB: dry run, nothing was run or written"
+  else
+    obc_say "$OBC_JOB done"
+  fi
   obc_exit 0
 }
 
@@ -739,8 +753,7 @@ obc_prepare_run_dir() {
 obc_check_records_folder() {
   [ -n "$OBC_SHARED" ] || return 0
   [ "$(stat -c '%d:%i' -- "$OBC_RUN_DIR/.obc" 2>/dev/null)" = "$OBC_RECORDS_ID" ] && return 0
-  printf 'obc: %s/.obc is no longer the folder this run made: another user put %s in its place; stopping, and writing nothing there\n' \
-    "$OBC_RUN_DIR" "$(obc_described "$OBC_RUN_DIR/.obc")" >&2
+  obc_say "$OBC_RUN_DIR/.obc is no longer the folder this run made: another user put $(obc_described "$OBC_RUN_DIR/.obc") in its place; stopping, and writing nothing there"
   exit 3
 }
 
@@ -785,7 +798,7 @@ obc_status() {
       "${SLURM_RESTART_COUNT:-null}" "$OBC_INPUTS" "$(obc_json "$OBC_RESUMED_FROM")"
     printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
-    printf 'obc: cannot record the status in %s/.obc\n' "$OBC_RUN_DIR" >&2
+    obc_say "cannot record the status in $OBC_RUN_DIR/.obc"
 }
 
 # obc_save_record NAME LINE: replaces the record .obc/NAME with LINE, whole or not at all
@@ -825,18 +838,17 @@ obc_show_status() {
 obc_read_record() {
   OBC_RECORD_FILE=$OBC_RUN_DIR/.obc/status.json
   if [ ! -e "$OBC_RECORD_FILE" ] && [ ! -L "$OBC_RECORD_FILE" ]; then
-    printf 'obc: no run of %s in %s yet\n' "$OBC_JOB" "$OBC_RUN_DIR" >&2
+    obc_say "no run of $OBC_JOB in $OBC_RUN_DIR yet"
     exit 1
   fi
   if ! OBC_RECORD=$(cat -- "$OBC_RECORD_FILE" 2>/dev/null); then
-    printf 'obc: cannot read the record %s\n' "$OBC_RECORD_FILE" >&2
+    obc_say "cannot read the record $OBC_RECORD_FILE"
     exit 1
   fi
   case $OBC_RECORD in
     '{"job": '*', "resumed_from": '*'}') return 0 ;;
   esac
-  printf 'obc: the record %s is empty or cut short (a full disk?): no state to show\n' \
-    "$OBC_RECORD_FILE" >&2
+  obc_say "the record $OBC_RECORD_FILE is empty or cut short (a full disk?): no state to show"
   exit 1
 }
 
@@ -909,8 +921,7 @@ obc_mark_done() {
     rm -f -- "$OBC_DONE"
   elif ! { mkdir -p -- "${OBC_DONE%/*}" "$OBC_TMP/done" &&
            obc_save_record "done/$1" "$(obc_step_inputs "$1")"; }; then
-    printf 'obc: cannot record that step %s finished in %s: a rerun runs it again\n' \
-      "$1" "$OBC_DONE" >&2
+    obc_say "cannot record that step $1 finished in $OBC_DONE: a rerun runs it again"
   fi
 }
 
@@ -926,8 +937,7 @@ obc_start_at_unfinished() {
       return 0
     fi
   done
-  printf 'obc: every step finished before for these inputs (%s): nothing to do (--from STEP or --fresh runs them again)\n' \
-    "$OBC_INPUTS" >&2
+  obc_say "every step finished before for these inputs ($OBC_INPUTS): nothing to do (--from STEP or --fresh runs them again)"
   [ -n "$OBC_DRY_RUN" ] || obc_status succeeded 0
   obc_exit 0
 }
@@ -1031,7 +1041,7 @@ obc_put_aside() {
   if ! { mkdir -p -- "$OBC_ASIDE" && mv -T -- "$1" "$OBC_ASIDE/$OBC_FOLDER"; }; then
     obc_fail "cannot set aside $1 in $OBC_ASIDE"
   fi
-  printf 'obc: set aside %s as %s\n' "$1" "$OBC_ASIDE/$OBC_FOLDER" >&2
+  obc_say "set aside $1 as $OBC_ASIDE/$OBC_FOLDER"
 }
 
 # Starting over: sets aside what the old inputs wrote, output_dir (checkpoints, adapter,
@@ -1105,8 +1115,7 @@ obc_set_aside() {
     OBC_FOLDER=$OBC_WORD.incomplete
     [ ! -e "$OBC_FOLDER" ] || OBC_FOLDER=$OBC_FOLDER.$OBC_ATTEMPT
     mv -T -- "$OBC_WORD" "$OBC_FOLDER" &&
-      printf 'obc: checkpoint-%s is incomplete, moved aside as %s\n' "$OBC_N" \
-        "${OBC_FOLDER##*/}" >&2
+      obc_say "checkpoint-$OBC_N is incomplete, moved aside as ${OBC_FOLDER##*/}"
   done
 }
 
@@ -1125,8 +1134,7 @@ obc_set_aside_above() {
 
 # Refuses to train on from checkpoint $1 of other inputs, saying what the user can do.
 obc_refuse_checkpoint() {
-  printf 'obc: %s in %s was made by other training inputs (%s), not these (%s): resuming from it would continue the training of another config, data or program. Choose one:\n' \
-    "$1" "$OBC_TRAINER_OUTPUT_DIR" "$(obc_inputs_of "$1")" "$OBC_INPUTS" >&2
+  obc_say "$1 in $OBC_TRAINER_OUTPUT_DIR was made by other training inputs ($(obc_inputs_of "$1")), not these ($OBC_INPUTS): resuming from it would continue the training of another config, data or program. Choose one:"
   printf '  job.sh --fresh: start over; what the old inputs wrote is set aside under %s/set-aside\n' \
     "$OBC_RUN_DIR" >&2
   OBC_KEPT=$(obc_trainer_steps "$OBC_CHECKPOINTS/$1/trainer_state.json")
@@ -1203,22 +1211,22 @@ obc_ask_checkpoint() {
   OBC_BEFORE=" $(obc_whole_checkpoints | tr '\n' ' ')"
   OBC_TRIGGER=$OBC_CHECKPOINTS/$OBC_CHECKPOINT_TRIGGER
   if [ -e "$OBC_TRIGGER" ] || [ -L "$OBC_TRIGGER" ]; then
-    printf 'obc: cannot ask Axolotl for a checkpoint: %s is there already\n' "$OBC_TRIGGER" >&2
+    obc_say "cannot ask Axolotl for a checkpoint: $OBC_TRIGGER is there already"
     return 0
   fi
   obc_create_new "$OBC_TRIGGER" || return 0
-  printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' "$OBC_CHECKPOINT_GRACE" >&2
+  obc_say "asked Axolotl for a checkpoint; waiting up to $OBC_CHECKPOINT_GRACE s"
   OBC_LEFT=$OBC_CHECKPOINT_GRACE
   while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
     OBC_SAVED=$(obc_new_checkpoint "$OBC_BEFORE")
     if [ -n "$OBC_SAVED" ]; then
-      printf 'obc: %s saved\n' "$OBC_SAVED" >&2
+      obc_say "$OBC_SAVED saved"
       break
     fi
     sleep 1
     OBC_LEFT=$((OBC_LEFT - 1))
   done
-  [ "$OBC_LEFT" -gt 0 ] || printf 'obc: no checkpoint within %s s\n' "$OBC_CHECKPOINT_GRACE" >&2
+  [ "$OBC_LEFT" -gt 0 ] || obc_say "no checkpoint within $OBC_CHECKPOINT_GRACE s"
   rm -f -- "$OBC_TRIGGER"
 }
 

@@ -12,7 +12,7 @@
 #SBATCH --signal=B:TERM@120
 #SBATCH --requeue
 #SBATCH --open-mode=append
-# library  obc 0.3.0 core sha256:70eb93e99aad1c73a60329765c0aa7749542d13098616e11307000224d0f7200, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:de603b1c12d8dfe5dd4208f640b5f96c5268d7ec78974b67b97c2b5debd5914f, rundir sha256:2cfcef5532c2bc3a851e680ad0844fa6a8bb8caa92f8b8e12c64c8149fd06af6, records sha256:7c1f0c115e9c1199cd09e6c723d03ae61e47ab77dd7695a7613de394ce097bbd, finished sha256:38c660b1ea82dd35ee79614d0a878f3baa83a95e7549725eb937190a3ef6e2bd, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:fc8b6542b8c07cb7bb302e9b06342371978f9e13ab17958a60cc7c1a6522d555, resume sha256:c36ee921e5adb0cf77cfe4eb6a231c051d55f1f98f8364e319e89fc94caf95d7, on_signal sha256:5ee43d0110dca779318f649597f4b9dfb2f3f0200a78fdbf72658437480bff1b, container sha256:3c96e9a112c83bfbf0ed69ed49031b136b6a6cd30a36f0cf1ae9ae43b7cef440
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:def765315f5ee39bc8794be7280ba70b068bd98e5801bbb83efeb0b12cf4e11d, rundir sha256:b14f58371f2bc43cd9294508fd2ac8d81a74428fd13c6a4c952a5bd7b049e939, records sha256:87b33a0647755bf080213cb6b23d3a44c625ea67620e76fa020bab15419333a6, finished sha256:724fc7f1607fa3ad3ec6c2134dc2c450a76be1386fe29440a8f6b8772c2fff3c, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:53db48f6e11137d39ab6cdbc7873518de179dd315c498a3fa7cc919729f76815, resume sha256:d9d6b9d71e7f33f3dc82bcc8af22ed0c83a36d297b568d85c263ba6671472dac, on_signal sha256:2bb464a5c720aa245710cf2bd26e6d67dfe30fce79f4ce5dbb6ebb4a36d9a676, container sha256:45e50b697e8f6679e3914331efa50ac1bd366371e851d554252cd1b67ef3f58b
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -25,7 +25,7 @@ obc_help() {
 # patched     trainer.axolotl.config.learning_rate: 0.0002 -> 0.0004
 #             trainer.axolotl.config.seed: (unset) -> 1
 # obc         0.3.0
-# inputs      sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21
+# inputs      sha256:e47f7fdb0d256fa576ab127109e47fbdec0d81a84328c3d1bcced2d8443c15be
 # runtime     docker, image axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b
 #             steps run as the user who starts the job (--user "$(id -u):$(id -g)"), HOME /workspace/run/.obc/home
 #             obc adds --init --gpus all --ulimit 'memlock=-1' --ulimit 'stack=67108864' --shm-size 16g
@@ -34,12 +34,11 @@ obc_help() {
 #             TERM 120 s before the time limit stops the running step
 # run dir     ~/overbrainer/runs/<job>  (--run-dir DIR)
 # cache dir   ~/overbrainer/.hf-cache  (--cache-dir DIR)
-# steps       1. train: axolotl train axolotl.yaml
+# steps       1. train: axolotl train axolotl.yaml --wandb-project llama3-qlora
 # files       axolotl.yaml  (from configs/llama3-qlora.yaml, patched)
 # env         AXOLOTL_DO_NOT_TRACK=1
 #             WANDB_RESUME=allow
 #             WANDB_RUN_GROUP=lr-sweep
-#             WANDB_PROJECT=llama3-qlora
 #             WANDB_RUN_ID=<job>-<the run dir's hash>
 # secrets     HF_TOKEN, WANDB_API_KEY (optional)
 # resume      train starts from the newest whole checkpoint in output/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.axolotl.resume: same-inputs)
@@ -55,7 +54,7 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=lr-sweep-4e-4-1 OBC_INPUTS=sha256:6de2ac89d86e9cbefe80134ed93b3d92d8fb43e18da0b6df77869d1532749014
+OBC_JOB=lr-sweep-4e-4-1 OBC_INPUTS=sha256:9f4ab5c4589343a5e8e3c8a40f5ca2c1db4d7237f3739ea0c712636dabde93a4
 OBC_RUNTIME=docker OBC_STEPS=train
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR=prepared OBC_TRAINER_TITLE=Axolotl
@@ -80,7 +79,6 @@ obc_step_command() {
     -e 'AXOLOTL_DO_NOT_TRACK=1' \
     -e 'WANDB_RESUME=allow' \
     -e 'WANDB_RUN_GROUP=lr-sweep' \
-    -e 'WANDB_PROJECT=llama3-qlora' \
     -e "WANDB_RUN_ID=$OBC_JOB-$OBC_RUN_HASH" \
     -e HF_TOKEN \
     -e WANDB_API_KEY \
@@ -154,7 +152,7 @@ obc_step_inputs() {
 }
 
 obc_steps() {
-  obc_step 1 train axolotl train axolotl.yaml
+  obc_step 1 train axolotl train axolotl.yaml --wandb-project llama3-qlora
 }
 
 # --- obc's library: core ---------------------------------------------------------------
@@ -170,7 +168,7 @@ obc_exit() {
 
 # Ends the job with exit code $2 (1 by default), saying why; the record says it failed.
 obc_fail() {
-  printf 'obc: %s\n' "$1" >&2
+  obc_say "$1"
   obc_status failed "${2:-1}"
   obc_exit "${2:-1}"
 }
@@ -192,7 +190,7 @@ obc_run() {
 }
 
 obc_preflight_failure() {
-  printf 'obc: preflight: %s\n' "$1" >&2
+  obc_say "preflight: $1"
   OBC_FAILED=1
 }
 
@@ -235,15 +233,25 @@ obc_absolute_path() {
       *) OBC_DROPPED=$OBC_DROPPED${OBC_DROPPED:+ }"'$OBC_WORD'" ;;
     esac
   done
-  [ -z "$OBC_DROPPED" ] || printf 'obc: ignoring relative PATH entries: %s\n' "$OBC_DROPPED" >&2
+  [ -z "$OBC_DROPPED" ] || obc_say "ignoring relative PATH entries: $OBC_DROPPED"
   PATH=$OBC_KEPT
 }
 
 # Says on stderr, with the UTC time, what becomes of the current step:
 # `obc: 2026-11-30T10:00:00Z step 2/3 merge: WHAT`.
 obc_announce() {
-  printf 'obc: %s step %s/%s %s: %s\n' "$(obc_now)" "$OBC_NUMBER" "$OBC_STEP_COUNT" \
-    "$OBC_NAME" "$1" >&2
+  obc_say "$(obc_now) step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME: $1"
+}
+
+# Says on stderr `obc: MESSAGE`, on a line of its own: when the running (or last) step's
+# output ended mid-line, as a progress bar redrawn with carriage returns does, it ends that
+# line first, on the terminal and in the step's log alike (so that the next message does
+# not again). The log holds both of the step's streams, as the terminal shows them.
+obc_say() {
+  case $OBC_LOG in
+    /*) [ -z "$(tail -c 1 -- "$OBC_LOG" 2>/dev/null)" ] || { echo >> "$OBC_LOG"; echo >&2; } ;;
+  esac
+  printf 'obc: %s\n' "$1" >&2
 }
 
 # Starts a command in the background, in a session of its own (a new process group); in a
@@ -452,7 +460,7 @@ obc_run_step() {
 # shellcheck disable=SC2329,SC2086 # called from the traps; OBC_SIGNALS is split on purpose
 obc_on_signal() {
   trap '' $OBC_SIGNALS
-  printf 'obc: %s received, stopping\n' "$1" >&2
+  obc_say "$1 received, stopping"
   if [ -z "$OBC_CHILD" ] && [ -n "$OBC_STARTING" ] && [ "${!:-none}" != "$OBC_STARTING" ]; then
     OBC_CHILD=$!
   fi
@@ -546,7 +554,11 @@ obc_main() {
   obc_steps
   OBC_NAME=
   obc_status succeeded 0
-  printf 'obc: %s done\n' "$OBC_JOB" >&2
+  if [ -n "$OBC_DRY_RUN" ]; then
+    obc_say "$OBC_JOB: dry run, nothing was run or written"
+  else
+    obc_say "$OBC_JOB done"
+  fi
   obc_exit 0
 }
 
@@ -740,8 +752,7 @@ obc_prepare_run_dir() {
 obc_check_records_folder() {
   [ -n "$OBC_SHARED" ] || return 0
   [ "$(stat -c '%d:%i' -- "$OBC_RUN_DIR/.obc" 2>/dev/null)" = "$OBC_RECORDS_ID" ] && return 0
-  printf 'obc: %s/.obc is no longer the folder this run made: another user put %s in its place; stopping, and writing nothing there\n' \
-    "$OBC_RUN_DIR" "$(obc_described "$OBC_RUN_DIR/.obc")" >&2
+  obc_say "$OBC_RUN_DIR/.obc is no longer the folder this run made: another user put $(obc_described "$OBC_RUN_DIR/.obc") in its place; stopping, and writing nothing there"
   exit 3
 }
 
@@ -786,7 +797,7 @@ obc_status() {
       "${SLURM_RESTART_COUNT:-null}" "$OBC_INPUTS" "$(obc_json "$OBC_RESUMED_FROM")"
     printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
-    printf 'obc: cannot record the status in %s/.obc\n' "$OBC_RUN_DIR" >&2
+    obc_say "cannot record the status in $OBC_RUN_DIR/.obc"
 }
 
 # obc_save_record NAME LINE: replaces the record .obc/NAME with LINE, whole or not at all
@@ -826,18 +837,17 @@ obc_show_status() {
 obc_read_record() {
   OBC_RECORD_FILE=$OBC_RUN_DIR/.obc/status.json
   if [ ! -e "$OBC_RECORD_FILE" ] && [ ! -L "$OBC_RECORD_FILE" ]; then
-    printf 'obc: no run of %s in %s yet\n' "$OBC_JOB" "$OBC_RUN_DIR" >&2
+    obc_say "no run of $OBC_JOB in $OBC_RUN_DIR yet"
     exit 1
   fi
   if ! OBC_RECORD=$(cat -- "$OBC_RECORD_FILE" 2>/dev/null); then
-    printf 'obc: cannot read the record %s\n' "$OBC_RECORD_FILE" >&2
+    obc_say "cannot read the record $OBC_RECORD_FILE"
     exit 1
   fi
   case $OBC_RECORD in
     '{"job": '*', "resumed_from": '*'}') return 0 ;;
   esac
-  printf 'obc: the record %s is empty or cut short (a full disk?): no state to show\n' \
-    "$OBC_RECORD_FILE" >&2
+  obc_say "the record $OBC_RECORD_FILE is empty or cut short (a full disk?): no state to show"
   exit 1
 }
 
@@ -910,8 +920,7 @@ obc_mark_done() {
     rm -f -- "$OBC_DONE"
   elif ! { mkdir -p -- "${OBC_DONE%/*}" "$OBC_TMP/done" &&
            obc_save_record "done/$1" "$(obc_step_inputs "$1")"; }; then
-    printf 'obc: cannot record that step %s finished in %s: a rerun runs it again\n' \
-      "$1" "$OBC_DONE" >&2
+    obc_say "cannot record that step $1 finished in $OBC_DONE: a rerun runs it again"
   fi
 }
 
@@ -927,8 +936,7 @@ obc_start_at_unfinished() {
       return 0
     fi
   done
-  printf 'obc: every step finished before for these inputs (%s): nothing to do (--from STEP or --fresh runs them again)\n' \
-    "$OBC_INPUTS" >&2
+  obc_say "every step finished before for these inputs ($OBC_INPUTS): nothing to do (--from STEP or --fresh runs them again)"
   [ -n "$OBC_DRY_RUN" ] || obc_status succeeded 0
   obc_exit 0
 }
@@ -1032,7 +1040,7 @@ obc_put_aside() {
   if ! { mkdir -p -- "$OBC_ASIDE" && mv -T -- "$1" "$OBC_ASIDE/$OBC_FOLDER"; }; then
     obc_fail "cannot set aside $1 in $OBC_ASIDE"
   fi
-  printf 'obc: set aside %s as %s\n' "$1" "$OBC_ASIDE/$OBC_FOLDER" >&2
+  obc_say "set aside $1 as $OBC_ASIDE/$OBC_FOLDER"
 }
 
 # Starting over: sets aside what the old inputs wrote, output_dir (checkpoints, adapter,
@@ -1106,8 +1114,7 @@ obc_set_aside() {
     OBC_FOLDER=$OBC_WORD.incomplete
     [ ! -e "$OBC_FOLDER" ] || OBC_FOLDER=$OBC_FOLDER.$OBC_ATTEMPT
     mv -T -- "$OBC_WORD" "$OBC_FOLDER" &&
-      printf 'obc: checkpoint-%s is incomplete, moved aside as %s\n' "$OBC_N" \
-        "${OBC_FOLDER##*/}" >&2
+      obc_say "checkpoint-$OBC_N is incomplete, moved aside as ${OBC_FOLDER##*/}"
   done
 }
 
@@ -1126,8 +1133,7 @@ obc_set_aside_above() {
 
 # Refuses to train on from checkpoint $1 of other inputs, saying what the user can do.
 obc_refuse_checkpoint() {
-  printf 'obc: %s in %s was made by other training inputs (%s), not these (%s): resuming from it would continue the training of another config, data or program. Choose one:\n' \
-    "$1" "$OBC_TRAINER_OUTPUT_DIR" "$(obc_inputs_of "$1")" "$OBC_INPUTS" >&2
+  obc_say "$1 in $OBC_TRAINER_OUTPUT_DIR was made by other training inputs ($(obc_inputs_of "$1")), not these ($OBC_INPUTS): resuming from it would continue the training of another config, data or program. Choose one:"
   printf '  job.sh --fresh: start over; what the old inputs wrote is set aside under %s/set-aside\n' \
     "$OBC_RUN_DIR" >&2
   OBC_KEPT=$(obc_trainer_steps "$OBC_CHECKPOINTS/$1/trainer_state.json")
@@ -1204,22 +1210,22 @@ obc_ask_checkpoint() {
   OBC_BEFORE=" $(obc_whole_checkpoints | tr '\n' ' ')"
   OBC_TRIGGER=$OBC_CHECKPOINTS/$OBC_CHECKPOINT_TRIGGER
   if [ -e "$OBC_TRIGGER" ] || [ -L "$OBC_TRIGGER" ]; then
-    printf 'obc: cannot ask Axolotl for a checkpoint: %s is there already\n' "$OBC_TRIGGER" >&2
+    obc_say "cannot ask Axolotl for a checkpoint: $OBC_TRIGGER is there already"
     return 0
   fi
   obc_create_new "$OBC_TRIGGER" || return 0
-  printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' "$OBC_CHECKPOINT_GRACE" >&2
+  obc_say "asked Axolotl for a checkpoint; waiting up to $OBC_CHECKPOINT_GRACE s"
   OBC_LEFT=$OBC_CHECKPOINT_GRACE
   while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
     OBC_SAVED=$(obc_new_checkpoint "$OBC_BEFORE")
     if [ -n "$OBC_SAVED" ]; then
-      printf 'obc: %s saved\n' "$OBC_SAVED" >&2
+      obc_say "$OBC_SAVED saved"
       break
     fi
     sleep 1
     OBC_LEFT=$((OBC_LEFT - 1))
   done
-  [ "$OBC_LEFT" -gt 0 ] || printf 'obc: no checkpoint within %s s\n' "$OBC_CHECKPOINT_GRACE" >&2
+  [ "$OBC_LEFT" -gt 0 ] || obc_say "no checkpoint within $OBC_CHECKPOINT_GRACE s"
   rm -f -- "$OBC_TRIGGER"
 }
 
@@ -1276,8 +1282,7 @@ obc_remove_leftover() {
   if OBC_WORD=$("$OBC_RUNTIME" container inspect --format '{{.State.Running}}' "$OBC_CONTAINER" 2>/dev/null); then
     [ "$OBC_WORD" != true ] ||
       obc_fail "the run dir $OBC_RUN_DIR is in use by container $OBC_CONTAINER, which an earlier run of this job started and which still runs" 4
-    printf 'obc: removing container %s, left by an earlier run in this run dir\n' \
-      "$OBC_CONTAINER" >&2
+    obc_say "removing container $OBC_CONTAINER, left by an earlier run in this run dir"
     "$OBC_RUNTIME" rm -f "$OBC_CONTAINER" >/dev/null 2>&1 ||
       obc_fail "cannot remove container $OBC_CONTAINER"
   fi
@@ -1306,4 +1311,4 @@ obc_node_prepare() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"lr-sweep-4e-4-1","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","description":"Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.","runtime":{"type":"container","engine":"docker","image":"axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","shm_size":"16g","mounts":[],"extra_args":[],"user":"invoker","host_network":false},"gpus":"all","run_dir":"~/overbrainer/runs/lr-sweep-4e-4-1","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"}},"files":{"axolotl.yaml":{"content":{"sha256":"546ea84de549064a8973a7516cb88a7600c199ea740add1d742177cac4fc41e5"},"origin":"configs/llama3-qlora.yaml, patched","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow","WANDB_RUN_GROUP":"lr-sweep","WANDB_PROJECT":"llama3-qlora"},"secrets":{"HF_TOKEN":{"required":true},"WANDB_API_KEY":{"required":false}},"stop_timeout":60,"slurm":{"job_name":"lr-sweep-4e-4-1","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":1,"gpus_per_node":1,"cpus_per_task":8,"partition":"gpu","account":null,"qos":null,"time":"04:00:00","mem":"64G","constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":"train","torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","trainer_title":"Axolotl","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume","prepared_dir":"prepared"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":null,"inputs":"sha256:18de5ae158745705ca2573146baf4112737eb3857402292f0d0ca93003687b21","sweep":{"sweep":"lr-sweep","labels":{"lr":"4e-4","seed":"1"},"name":null,"changes":{"trainer.axolotl.config.learning_rate":{"old":"0.0002","new":"0.0004"},"trainer.axolotl.config.seed":{"old":"(unset)","new":"1"}},"config_file":"configs/llama3-qlora.yaml"},"launcher":null}
+# {"id":"lr-sweep-4e-4-1","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","description":"Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.","runtime":{"type":"container","engine":"docker","image":"axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","shm_size":"16g","mounts":[],"extra_args":[],"user":"invoker","host_network":false},"gpus":"all","run_dir":"~/overbrainer/runs/lr-sweep-4e-4-1","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"train":{"argv":["axolotl","train","axolotl.yaml","--wandb-project","llama3-qlora"],"nodes":"all"}},"files":{"axolotl.yaml":{"content":{"sha256":"546ea84de549064a8973a7516cb88a7600c199ea740add1d742177cac4fc41e5"},"origin":"configs/llama3-qlora.yaml, patched","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow","WANDB_RUN_GROUP":"lr-sweep"},"secrets":{"HF_TOKEN":{"required":true},"WANDB_API_KEY":{"required":false}},"stop_timeout":60,"slurm":{"job_name":"lr-sweep-4e-4-1","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":1,"gpus_per_node":1,"cpus_per_task":8,"partition":"gpu","account":null,"qos":null,"time":"04:00:00","mem":"64G","constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":"train","torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","trainer_title":"Axolotl","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume","prepared_dir":"prepared"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":null,"inputs":"sha256:e47f7fdb0d256fa576ab127109e47fbdec0d81a84328c3d1bcced2d8443c15be","sweep":{"sweep":"lr-sweep","labels":{"lr":"4e-4","seed":"1"},"name":null,"changes":{"trainer.axolotl.config.learning_rate":{"old":"0.0002","new":"0.0004"},"trainer.axolotl.config.seed":{"old":"(unset)","new":"1"}},"config_file":"configs/llama3-qlora.yaml"},"launcher":null}

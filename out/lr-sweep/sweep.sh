@@ -116,12 +116,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=7a012a288a295665bed16f6abc6e2f59e3255f8f989556a56b15188d4eef6e89 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=e09b36e9ffda340e77a71e40db8436ea100f8b3e15e7e7b08bee09a146e00e61 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=c06fbef47b50969e8d3350e901dfc90be6fad5159a3c69d560189e5da85f7c38 ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=b15803349b1c02bf66288aa4619f67140a0412e74d1fab5b4b56277dc6dfb13d ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=cef58261746d54a01c81a159779f6a2d4cbf8d0637acad4fe3c7f25f59d70077 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=6c24772d8927cbd4c11cb2159a1a2df4b8279e136da104b59bb4b3c36b7660f6 ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=49bf157c0de75e72d14e3513d8c55dedcff5bed5d0db7d6da0c25f74bf5cc631 ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=e09816d01a312ca0180be394b72d985638772a0db14f051ba402390ec42306f5 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=d9db17542fd1ade428f4b71b4de715ac0b27aadea3824529cbd998307dfd8fd2 ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=821457ec69a3c92fa3a82f1615acfabf7dc8be0a0bf532d7bca8e733d91ab0e6 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=d326c4445ec5e9fd4c4adf6f21a433680cff6b113c64ad4ea8aa84ad69f71abd ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=bb3597abe7915bc536882e107610bf1308b2f592ccbe62dabbc2d4b283587a61 ;;
     *) return 1 ;;
   esac
 }
@@ -411,4 +411,4 @@ esac
 exit 0
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"7a012a288a295665bed16f6abc6e2f59e3255f8f989556a56b15188d4eef6e89"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"e09b36e9ffda340e77a71e40db8436ea100f8b3e15e7e7b08bee09a146e00e61"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"c06fbef47b50969e8d3350e901dfc90be6fad5159a3c69d560189e5da85f7c38"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"b15803349b1c02bf66288aa4619f67140a0412e74d1fab5b4b56277dc6dfb13d"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"cef58261746d54a01c81a159779f6a2d4cbf8d0637acad4fe3c7f25f59d70077"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"6c24772d8927cbd4c11cb2159a1a2df4b8279e136da104b59bb4b3c36b7660f6"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}
+# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"49bf157c0de75e72d14e3513d8c55dedcff5bed5d0db7d6da0c25f74bf5cc631"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"e09816d01a312ca0180be394b72d985638772a0db14f051ba402390ec42306f5"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"d9db17542fd1ade428f4b71b4de715ac0b27aadea3824529cbd998307dfd8fd2"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"821457ec69a3c92fa3a82f1615acfabf7dc8be0a0bf532d7bca8e733d91ab0e6"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"d326c4445ec5e9fd4c4adf6f21a433680cff6b113c64ad4ea8aa84ad69f71abd"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"bb3597abe7915bc536882e107610bf1308b2f592ccbe62dabbc2d4b283587a61"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}

@@ -56,7 +56,7 @@ obc_put_aside() {
   if ! { mkdir -p -- "$OBC_ASIDE" && mv -T -- "$1" "$OBC_ASIDE/$OBC_FOLDER"; }; then
     obc_fail "cannot set aside $1 in $OBC_ASIDE"
   fi
-  printf 'obc: set aside %s as %s\n' "$1" "$OBC_ASIDE/$OBC_FOLDER" >&2
+  obc_say "set aside $1 as $OBC_ASIDE/$OBC_FOLDER"
 }
 
 # Starting over: sets aside what the old inputs wrote, output_dir (checkpoints, adapter,

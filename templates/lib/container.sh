@@ -29,8 +29,7 @@ obc_remove_leftover() {
   if OBC_WORD=$("$OBC_RUNTIME" container inspect --format '{{.State.Running}}' "$OBC_CONTAINER" 2>/dev/null); then
     [ "$OBC_WORD" != true ] ||
       obc_fail "the run dir $OBC_RUN_DIR is in use by container $OBC_CONTAINER, which an earlier run of this job started and which still runs" 4
-    printf 'obc: removing container %s, left by an earlier run in this run dir\n' \
-      "$OBC_CONTAINER" >&2
+    obc_say "removing container $OBC_CONTAINER, left by an earlier run in this run dir"
     "$OBC_RUNTIME" rm -f "$OBC_CONTAINER" >/dev/null 2>&1 ||
       obc_fail "cannot remove container $OBC_CONTAINER"
   fi

@@ -11,7 +11,7 @@ obc_exit() {
 
 # Ends the job with exit code $2 (1 by default), saying why; the record says it failed.
 obc_fail() {
-  printf 'obc: %s\n' "$1" >&2
+  obc_say "$1"
   obc_status failed "${2:-1}"
   obc_exit "${2:-1}"
 }
@@ -33,7 +33,7 @@ obc_run() {
 }
 
 obc_preflight_failure() {
-  printf 'obc: preflight: %s\n' "$1" >&2
+  obc_say "preflight: $1"
   OBC_FAILED=1
 }
 
@@ -76,15 +76,25 @@ obc_absolute_path() {
       *) OBC_DROPPED=$OBC_DROPPED${OBC_DROPPED:+ }"'$OBC_WORD'" ;;
     esac
   done
-  [ -z "$OBC_DROPPED" ] || printf 'obc: ignoring relative PATH entries: %s\n' "$OBC_DROPPED" >&2
+  [ -z "$OBC_DROPPED" ] || obc_say "ignoring relative PATH entries: $OBC_DROPPED"
   PATH=$OBC_KEPT
 }
 
 # Says on stderr, with the UTC time, what becomes of the current step:
 # `obc: 2026-11-30T10:00:00Z step 2/3 merge: WHAT`.
 obc_announce() {
-  printf 'obc: %s step %s/%s %s: %s\n' "$(obc_now)" "$OBC_NUMBER" "$OBC_STEP_COUNT" \
-    "$OBC_NAME" "$1" >&2
+  obc_say "$(obc_now) step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME: $1"
+}
+
+# Says on stderr `obc: MESSAGE`, on a line of its own: when the running (or last) step's
+# output ended mid-line, as a progress bar redrawn with carriage returns does, it ends that
+# line first, on the terminal and in the step's log alike (so that the next message does
+# not again). The log holds both of the step's streams, as the terminal shows them.
+obc_say() {
+  case $OBC_LOG in
+    /*) [ -z "$(tail -c 1 -- "$OBC_LOG" 2>/dev/null)" ] || { echo >> "$OBC_LOG"; echo >&2; } ;;
+  esac
+  printf 'obc: %s\n' "$1" >&2
 }
 
 # Starts a command in the background, in a session of its own (a new process group); in a

@@ -17,8 +17,7 @@ obc_mark_done() {
     rm -f -- "$OBC_DONE"
   elif ! { mkdir -p -- "${OBC_DONE%/*}" "$OBC_TMP/done" &&
            obc_save_record "done/$1" "$(obc_step_inputs "$1")"; }; then
-    printf 'obc: cannot record that step %s finished in %s: a rerun runs it again\n' \
-      "$1" "$OBC_DONE" >&2
+    obc_say "cannot record that step $1 finished in $OBC_DONE: a rerun runs it again"
   fi
 }
 
@@ -34,8 +33,7 @@ obc_start_at_unfinished() {
       return 0
     fi
   done
-  printf 'obc: every step finished before for these inputs (%s): nothing to do (--from STEP or --fresh runs them again)\n' \
-    "$OBC_INPUTS" >&2
+  obc_say "every step finished before for these inputs ($OBC_INPUTS): nothing to do (--from STEP or --fresh runs them again)"
   [ -n "$OBC_DRY_RUN" ] || obc_status succeeded 0
   obc_exit 0
 }

@@ -12,8 +12,7 @@
 obc_give_grace() {
   [ "$OBC_NAME" = "$OBC_LAUNCHER_STEP" ] || [ -n "$OBC_NODE_TASK" ] || return 0
   OBC_STOP_TIMEOUT=$((OBC_STOP_TIMEOUT + OBC_CHECKPOINT_GRACE))
-  printf 'obc: passing the signal on to %s; it has %s s to save a checkpoint and end\n' \
-    "$OBC_LAUNCHER" "$OBC_STOP_TIMEOUT" >&2
+  obc_say "passing the signal on to $OBC_LAUNCHER; it has $OBC_STOP_TIMEOUT s to save a checkpoint and end"
 }
 
 # obc_launch_across_nodes RUNNER LAUNCH...: the step on every node, one srun task each, the

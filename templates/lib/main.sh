@@ -149,7 +149,7 @@ obc_run_step() {
 # shellcheck disable=SC2329,SC2086 # called from the traps; OBC_SIGNALS is split on purpose
 obc_on_signal() {
   trap '' $OBC_SIGNALS
-  printf 'obc: %s received, stopping\n' "$1" >&2
+  obc_say "$1 received, stopping"
   if [ -z "$OBC_CHILD" ] && [ -n "$OBC_STARTING" ] && [ "${!:-none}" != "$OBC_STARTING" ]; then
     OBC_CHILD=$!
   fi
@@ -243,6 +243,10 @@ obc_main() {
   obc_steps
   OBC_NAME=
   obc_status succeeded 0
-  printf 'obc: %s done\n' "$OBC_JOB" >&2
+  if [ -n "$OBC_DRY_RUN" ]; then
+    obc_say "$OBC_JOB: dry run, nothing was run or written"
+  else
+    obc_say "$OBC_JOB done"
+  fi
   obc_exit 0
 }

@@ -21,22 +21,22 @@ obc_ask_checkpoint() {
   OBC_BEFORE=" $(obc_whole_checkpoints | tr '\n' ' ')"
   OBC_TRIGGER=$OBC_CHECKPOINTS/$OBC_CHECKPOINT_TRIGGER
   if [ -e "$OBC_TRIGGER" ] || [ -L "$OBC_TRIGGER" ]; then
-    printf 'obc: cannot ask Axolotl for a checkpoint: %s is there already\n' "$OBC_TRIGGER" >&2
+    obc_say "cannot ask Axolotl for a checkpoint: $OBC_TRIGGER is there already"
     return 0
   fi
   obc_create_new "$OBC_TRIGGER" || return 0
-  printf 'obc: asked Axolotl for a checkpoint; waiting up to %s s\n' "$OBC_CHECKPOINT_GRACE" >&2
+  obc_say "asked Axolotl for a checkpoint; waiting up to $OBC_CHECKPOINT_GRACE s"
   OBC_LEFT=$OBC_CHECKPOINT_GRACE
   while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
     OBC_SAVED=$(obc_new_checkpoint "$OBC_BEFORE")
     if [ -n "$OBC_SAVED" ]; then
-      printf 'obc: %s saved\n' "$OBC_SAVED" >&2
+      obc_say "$OBC_SAVED saved"
       break
     fi
     sleep 1
     OBC_LEFT=$((OBC_LEFT - 1))
   done
-  [ "$OBC_LEFT" -gt 0 ] || printf 'obc: no checkpoint within %s s\n' "$OBC_CHECKPOINT_GRACE" >&2
+  [ "$OBC_LEFT" -gt 0 ] || obc_say "no checkpoint within $OBC_CHECKPOINT_GRACE s"
   rm -f -- "$OBC_TRIGGER"
 }
 

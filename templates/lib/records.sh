@@ -39,7 +39,7 @@ obc_status() {
       "${SLURM_RESTART_COUNT:-null}" "$OBC_INPUTS" "$(obc_json "$OBC_RESUMED_FROM")"
     printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
-    printf 'obc: cannot record the status in %s/.obc\n' "$OBC_RUN_DIR" >&2
+    obc_say "cannot record the status in $OBC_RUN_DIR/.obc"
 }
 
 # obc_save_record NAME LINE: replaces the record .obc/NAME with LINE, whole or not at all
@@ -79,18 +79,17 @@ obc_show_status() {
 obc_read_record() {
   OBC_RECORD_FILE=$OBC_RUN_DIR/.obc/status.json
   if [ ! -e "$OBC_RECORD_FILE" ] && [ ! -L "$OBC_RECORD_FILE" ]; then
-    printf 'obc: no run of %s in %s yet\n' "$OBC_JOB" "$OBC_RUN_DIR" >&2
+    obc_say "no run of $OBC_JOB in $OBC_RUN_DIR yet"
     exit 1
   fi
   if ! OBC_RECORD=$(cat -- "$OBC_RECORD_FILE" 2>/dev/null); then
-    printf 'obc: cannot read the record %s\n' "$OBC_RECORD_FILE" >&2
+    obc_say "cannot read the record $OBC_RECORD_FILE"
     exit 1
   fi
   case $OBC_RECORD in
     '{"job": '*', "resumed_from": '*'}') return 0 ;;
   esac
-  printf 'obc: the record %s is empty or cut short (a full disk?): no state to show\n' \
-    "$OBC_RECORD_FILE" >&2
+  obc_say "the record $OBC_RECORD_FILE is empty or cut short (a full disk?): no state to show"
   exit 1
 }
 

@@ -11,8 +11,7 @@ obc_requeue() {
   OBC_WORD=$SLURM_JOB_ID
   [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || OBC_WORD=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
   scontrol requeue "$OBC_WORD" || return 1
-  printf 'obc: %s: requeued (restart %s of %s)\n' "$2" "$((${SLURM_RESTART_COUNT:-0} + 1))" \
-    "$1" >&2
+  obc_say "$2: requeued (restart $((${SLURM_RESTART_COUNT:-0} + 1)) of $1)"
   obc_status requeued
   obc_exit 0
 }

@@ -33,8 +33,7 @@ obc_set_aside() {
     OBC_FOLDER=$OBC_WORD.incomplete
     [ ! -e "$OBC_FOLDER" ] || OBC_FOLDER=$OBC_FOLDER.$OBC_ATTEMPT
     mv -T -- "$OBC_WORD" "$OBC_FOLDER" &&
-      printf 'obc: checkpoint-%s is incomplete, moved aside as %s\n' "$OBC_N" \
-        "${OBC_FOLDER##*/}" >&2
+      obc_say "checkpoint-$OBC_N is incomplete, moved aside as ${OBC_FOLDER##*/}"
   done
 }
 
@@ -53,8 +52,7 @@ obc_set_aside_above() {
 
 # Refuses to train on from checkpoint $1 of other inputs, saying what the user can do.
 obc_refuse_checkpoint() {
-  printf 'obc: %s in %s was made by other training inputs (%s), not these (%s): resuming from it would continue the training of another config, data or program. Choose one:\n' \
-    "$1" "$OBC_TRAINER_OUTPUT_DIR" "$(obc_inputs_of "$1")" "$OBC_INPUTS" >&2
+  obc_say "$1 in $OBC_TRAINER_OUTPUT_DIR was made by other training inputs ($(obc_inputs_of "$1")), not these ($OBC_INPUTS): resuming from it would continue the training of another config, data or program. Choose one:"
   printf '  job.sh --fresh: start over; what the old inputs wrote is set aside under %s/set-aside\n' \
     "$OBC_RUN_DIR" >&2
   OBC_KEPT=$(obc_trainer_steps "$OBC_CHECKPOINTS/$1/trainer_state.json")

@@ -188,7 +188,6 @@ obc_prepare_run_dir() {
 obc_check_records_folder() {
   [ -n "$OBC_SHARED" ] || return 0
   [ "$(stat -c '%d:%i' -- "$OBC_RUN_DIR/.obc" 2>/dev/null)" = "$OBC_RECORDS_ID" ] && return 0
-  printf 'obc: %s/.obc is no longer the folder this run made: another user put %s in its place; stopping, and writing nothing there\n' \
-    "$OBC_RUN_DIR" "$(obc_described "$OBC_RUN_DIR/.obc")" >&2
+  obc_say "$OBC_RUN_DIR/.obc is no longer the folder this run made: another user put $(obc_described "$OBC_RUN_DIR/.obc") in its place; stopping, and writing nothing there"
   exit 3
 }

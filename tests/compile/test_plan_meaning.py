@@ -167,16 +167,41 @@ def test_gpu_hours(tmp_path, runtime, slurm, text):
 
 
 @pytest.mark.parametrize(("extra", "hosts"), [
-    ("", ["docker.io", "huggingface.co", "api.wandb.ai"]),
-    ("env: {HF_HUB_OFFLINE: '1', WANDB_MODE: offline}\n", ["docker.io"]),
-    ("env: {HF_HUB_OFFLINE: 'yes', WANDB_MODE: disabled}\n", ["docker.io"]),
-    ("env: {HF_HUB_OFFLINE: '0', WANDB_MODE: online}\n",
+    ("", ["docker.io", "huggingface.co"]),
+    ("env: {WANDB_PROJECT: p}\n", ["docker.io", "huggingface.co", "api.wandb.ai"]),
+    ("secrets: [WANDB_API_KEY]\n", ["docker.io", "huggingface.co", "api.wandb.ai"]),
+    ("env: {HF_HUB_OFFLINE: '1', WANDB_MODE: offline, WANDB_PROJECT: p}\n", ["docker.io"]),
+    ("env: {HF_HUB_OFFLINE: 'yes', WANDB_MODE: disabled, WANDB_PROJECT: p}\n", ["docker.io"]),
+    ("env: {HF_HUB_OFFLINE: '0', WANDB_MODE: online, WANDB_PROJECT: p}\n",
      ["docker.io", "huggingface.co", "api.wandb.ai"]),
 ])
 def test_egress_unless_turned_off(tmp_path, extra, hosts):
+    # A job of the user's own programs: W&B when the run file gives them its project or key.
     job = job_of(tmp_path, "version: 1\nid: j\nruntime: {kind: docker}\n"
                            f"steps: [{{name: a, run: [echo]}}]\n{extra}")
     assert [egress.host for egress in bill_of(job).egress] == hosts
+
+
+@pytest.mark.parametrize(("trainer", "wandb"), [
+    ("{axolotl: {config: {base_model: b}}}", False),
+    ("{axolotl: {config: {base_model: b, wandb_project: p}}}", True),
+    ("{axolotl: {config: {base_model: b}, args: [--wandb-project, p]}}", True),
+    ("{axolotl: {config: {base_model: b}, args: [--wandb_project=p]}}", True),
+    ("{axolotl: {config: {base_model: b, wandb_project: ''}}}", False),
+    ("{trl: {config: {model_name_or_path: m, dataset_name: d}}}", False),
+    ("{trl: {config: {model_name_or_path: m, dataset_name: d, report_to: wandb}}}", True),
+    ("{trl: {config: {model_name_or_path: m, dataset_name: d, report_to: [tensorboard]}}}",
+     False),
+    ("{trl: {config: {model_name_or_path: m, dataset_name: d, report_to: all}}}", True),
+])
+def test_a_trainer_reaches_wandb_only_when_its_config_switches_it_on(tmp_path, trainer, wandb):
+    # Axolotl and transformers read no environment variable that switches W&B on: a
+    # WANDB_PROJECT or key given to a trainer that does not report there reaches nothing.
+    job = job_of(tmp_path, "version: 1\nid: j\nruntime: {kind: native}\n"
+                           f"trainer: {trainer}\nenv: {{WANDB_PROJECT: p}}\n"
+                           "secrets: [WANDB_API_KEY]\n")
+    hosts = [egress.host for egress in bill_of(job).egress]
+    assert hosts == ["huggingface.co", *(["api.wandb.ai"] if wandb else [])]
 
 
 def test_a_container_without_network_reaches_only_its_registry(tmp_path):

@@ -7,7 +7,7 @@
 #SBATCH --gpus-per-node=2
 #SBATCH --signal=B:TERM@120
 #SBATCH --no-requeue
-# library  obc 0.3.0 core sha256:70eb93e99aad1c73a60329765c0aa7749542d13098616e11307000224d0f7200, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:de603b1c12d8dfe5dd4208f640b5f96c5268d7ec78974b67b97c2b5debd5914f, rundir sha256:2cfcef5532c2bc3a851e680ad0844fa6a8bb8caa92f8b8e12c64c8149fd06af6, records sha256:7c1f0c115e9c1199cd09e6c723d03ae61e47ab77dd7695a7613de394ce097bbd, finished sha256:38c660b1ea82dd35ee79614d0a878f3baa83a95e7549725eb937190a3ef6e2bd, enroot sha256:2bc2c628991ed189f937d0ddcbe6304a61734e8e78847b0d1d57a7e870e64221, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:def765315f5ee39bc8794be7280ba70b068bd98e5801bbb83efeb0b12cf4e11d, rundir sha256:b14f58371f2bc43cd9294508fd2ac8d81a74428fd13c6a4c952a5bd7b049e939, records sha256:87b33a0647755bf080213cb6b23d3a44c625ea67620e76fa020bab15419333a6, finished sha256:724fc7f1607fa3ad3ec6c2134dc2c450a76be1386fe29440a8f6b8772c2fff3c, enroot sha256:2bc2c628991ed189f937d0ddcbe6304a61734e8e78847b0d1d57a7e870e64221, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -115,7 +115,7 @@ obc_exit() {
 
 # Ends the job with exit code $2 (1 by default), saying why; the record says it failed.
 obc_fail() {
-  printf 'obc: %s\n' "$1" >&2
+  obc_say "$1"
   obc_status failed "${2:-1}"
   obc_exit "${2:-1}"
 }
@@ -137,7 +137,7 @@ obc_run() {
 }
 
 obc_preflight_failure() {
-  printf 'obc: preflight: %s\n' "$1" >&2
+  obc_say "preflight: $1"
   OBC_FAILED=1
 }
 
@@ -180,15 +180,25 @@ obc_absolute_path() {
       *) OBC_DROPPED=$OBC_DROPPED${OBC_DROPPED:+ }"'$OBC_WORD'" ;;
     esac
   done
-  [ -z "$OBC_DROPPED" ] || printf 'obc: ignoring relative PATH entries: %s\n' "$OBC_DROPPED" >&2
+  [ -z "$OBC_DROPPED" ] || obc_say "ignoring relative PATH entries: $OBC_DROPPED"
   PATH=$OBC_KEPT
 }
 
 # Says on stderr, with the UTC time, what becomes of the current step:
 # `obc: 2026-11-30T10:00:00Z step 2/3 merge: WHAT`.
 obc_announce() {
-  printf 'obc: %s step %s/%s %s: %s\n' "$(obc_now)" "$OBC_NUMBER" "$OBC_STEP_COUNT" \
-    "$OBC_NAME" "$1" >&2
+  obc_say "$(obc_now) step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME: $1"
+}
+
+# Says on stderr `obc: MESSAGE`, on a line of its own: when the running (or last) step's
+# output ended mid-line, as a progress bar redrawn with carriage returns does, it ends that
+# line first, on the terminal and in the step's log alike (so that the next message does
+# not again). The log holds both of the step's streams, as the terminal shows them.
+obc_say() {
+  case $OBC_LOG in
+    /*) [ -z "$(tail -c 1 -- "$OBC_LOG" 2>/dev/null)" ] || { echo >> "$OBC_LOG"; echo >&2; } ;;
+  esac
+  printf 'obc: %s\n' "$1" >&2
 }
 
 # Starts a command in the background, in a session of its own (a new process group); in a
@@ -397,7 +407,7 @@ obc_run_step() {
 # shellcheck disable=SC2329,SC2086 # called from the traps; OBC_SIGNALS is split on purpose
 obc_on_signal() {
   trap '' $OBC_SIGNALS
-  printf 'obc: %s received, stopping\n' "$1" >&2
+  obc_say "$1 received, stopping"
   if [ -z "$OBC_CHILD" ] && [ -n "$OBC_STARTING" ] && [ "${!:-none}" != "$OBC_STARTING" ]; then
     OBC_CHILD=$!
   fi
@@ -491,7 +501,11 @@ obc_main() {
   obc_steps
   OBC_NAME=
   obc_status succeeded 0
-  printf 'obc: %s done\n' "$OBC_JOB" >&2
+  if [ -n "$OBC_DRY_RUN" ]; then
+    obc_say "$OBC_JOB: dry run, nothing was run or written"
+  else
+    obc_say "$OBC_JOB done"
+  fi
   obc_exit 0
 }
 
@@ -685,8 +699,7 @@ obc_prepare_run_dir() {
 obc_check_records_folder() {
   [ -n "$OBC_SHARED" ] || return 0
   [ "$(stat -c '%d:%i' -- "$OBC_RUN_DIR/.obc" 2>/dev/null)" = "$OBC_RECORDS_ID" ] && return 0
-  printf 'obc: %s/.obc is no longer the folder this run made: another user put %s in its place; stopping, and writing nothing there\n' \
-    "$OBC_RUN_DIR" "$(obc_described "$OBC_RUN_DIR/.obc")" >&2
+  obc_say "$OBC_RUN_DIR/.obc is no longer the folder this run made: another user put $(obc_described "$OBC_RUN_DIR/.obc") in its place; stopping, and writing nothing there"
   exit 3
 }
 
@@ -731,7 +744,7 @@ obc_status() {
       "${SLURM_RESTART_COUNT:-null}" "$OBC_INPUTS" "$(obc_json "$OBC_RESUMED_FROM")"
     printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
-    printf 'obc: cannot record the status in %s/.obc\n' "$OBC_RUN_DIR" >&2
+    obc_say "cannot record the status in $OBC_RUN_DIR/.obc"
 }
 
 # obc_save_record NAME LINE: replaces the record .obc/NAME with LINE, whole or not at all
@@ -771,18 +784,17 @@ obc_show_status() {
 obc_read_record() {
   OBC_RECORD_FILE=$OBC_RUN_DIR/.obc/status.json
   if [ ! -e "$OBC_RECORD_FILE" ] && [ ! -L "$OBC_RECORD_FILE" ]; then
-    printf 'obc: no run of %s in %s yet\n' "$OBC_JOB" "$OBC_RUN_DIR" >&2
+    obc_say "no run of $OBC_JOB in $OBC_RUN_DIR yet"
     exit 1
   fi
   if ! OBC_RECORD=$(cat -- "$OBC_RECORD_FILE" 2>/dev/null); then
-    printf 'obc: cannot read the record %s\n' "$OBC_RECORD_FILE" >&2
+    obc_say "cannot read the record $OBC_RECORD_FILE"
     exit 1
   fi
   case $OBC_RECORD in
     '{"job": '*', "resumed_from": '*'}') return 0 ;;
   esac
-  printf 'obc: the record %s is empty or cut short (a full disk?): no state to show\n' \
-    "$OBC_RECORD_FILE" >&2
+  obc_say "the record $OBC_RECORD_FILE is empty or cut short (a full disk?): no state to show"
   exit 1
 }
 
@@ -855,8 +867,7 @@ obc_mark_done() {
     rm -f -- "$OBC_DONE"
   elif ! { mkdir -p -- "${OBC_DONE%/*}" "$OBC_TMP/done" &&
            obc_save_record "done/$1" "$(obc_step_inputs "$1")"; }; then
-    printf 'obc: cannot record that step %s finished in %s: a rerun runs it again\n' \
-      "$1" "$OBC_DONE" >&2
+    obc_say "cannot record that step $1 finished in $OBC_DONE: a rerun runs it again"
   fi
 }
 
@@ -872,8 +883,7 @@ obc_start_at_unfinished() {
       return 0
     fi
   done
-  printf 'obc: every step finished before for these inputs (%s): nothing to do (--from STEP or --fresh runs them again)\n' \
-    "$OBC_INPUTS" >&2
+  obc_say "every step finished before for these inputs ($OBC_INPUTS): nothing to do (--from STEP or --fresh runs them again)"
   [ -n "$OBC_DRY_RUN" ] || obc_status succeeded 0
   obc_exit 0
 }
