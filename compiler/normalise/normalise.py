@@ -221,10 +221,9 @@ def _slurm(slurm: dict[str, Any], job_id: str, data: dict[str, Any], retry: bool
         extra=tuple(slurm.get("extra", ())),
         max_restarts=slurm.get("max_restarts"),
         requeues_itself="max_restarts" in slurm or retry,
-        # Axolotl's train is launched across the nodes with torchrun, as is a script's (by
-        # torchrun, or accelerate's launch of it); TRL's train is torchrun itself.
-        torchrun_step=trainer.TRAIN if kind is AXOLOTL or "torchrun" in data.get("trainer", {})
-        else None,
+        # Axolotl's train is launched across the nodes by torchrun (a script's, by its launcher:
+        # the job's launcher); TRL's train is torchrun itself.
+        torchrun_step=trainer.TRAIN if kind is AXOLOTL else None,
         torchrun_program_step=trainer.TRAIN if kind is TRL else None,
     )
 
