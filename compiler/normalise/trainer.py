@@ -1,8 +1,8 @@
 """Normalising `trainer.axolotl` and `trainer.trl`: their steps, the config written into the run
 dir, where train resumes from and how it checkpoints on a stop signal (the parts of a trainer
-normalise.py asks each trainer's module for: steps, files, checkpoints, signal_checkpoint,
-launcher). Part of the normalise stage: the input is valid, so nothing here reports problems
-(axolotl.config_problems has reported them)."""
+normalise.py asks each trainer's module for: attachment_fields, steps, files, checkpoints,
+signal_checkpoint, launcher). Part of the normalise stage: the input is valid, so nothing here
+reports problems (axolotl.config_problems has reported them)."""
 
 from __future__ import annotations
 
