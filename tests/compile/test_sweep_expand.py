@@ -375,3 +375,17 @@ def test_a_trl_config_file_a_sweep_patches_is_checked_against_trls_schema(tmp_pa
     found = [d.text() for d in compile_files([tmp_path / "run.yaml"]).diagnostics]
     assert found == ["run.yaml:8:64: error: trainer.trl.config.use_peft: in run sft-1e-4-full: "
                      "expected true or false, got the string 'maybe'"]
+
+
+def test_a_sweep_patches_an_inline_trl_config_as_any_field(tmp_path):
+    result = compile_sweep(tmp_path, """\
+version: 1
+id: sft
+runtime: {kind: native}
+trainer: {trl: {config: {model_name_or_path: org/model, dataset_name: org/data}}}
+matrix: {axes: {lr: {set: trainer.trl.config.learning_rate, values: {"1e-4": 1.0e-4}}}}
+""")
+    text = scripts(result)["sft-1e-4"]
+    assert "learning_rate: 0.0001\n" in embedded(text, "trl.yaml")
+    assert "# patched     trainer.trl.config.learning_rate: (unset) -> 0.0001\n" in text
+    assert "# files       trl.yaml  (from trainer.trl.config)" in text
