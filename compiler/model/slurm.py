@@ -72,8 +72,9 @@ class Slurm:
     # requeue itself at all (at the time limit, or to retry a step).
     max_restarts: int | None
     requeues_itself: bool
-    # With nodes > 1: the step launched with torchrun across the nodes (Axolotl's train), if
-    # any.
+    # With nodes > 1: the step launched with torchrun across the nodes by its own option
+    # (Axolotl's train: `--launcher torchrun --`), if any. A script's train is the job's
+    # launcher's (Job.launcher), not this.
     torchrun_step: str | None
     # With nodes > 1: the step whose program is torchrun (TRL's train), which takes the
     # rendezvous options right after its name, if any.

@@ -10,6 +10,7 @@ from typing import Any
 from .defaults import (
     DEFAULT_AXOLOTL_VERSION,
     DEFAULT_OUTPUT_DIR,
+    DEFAULT_TORCHRUN_OUTPUT_DIR,
     DEFAULT_TRAINER_OUTPUT_DIR,
     DEFAULT_TRL_VERSION,
 )
@@ -23,20 +24,35 @@ WANDB_RESUME = (("WANDB_RESUME", "allow"),)
 @dataclass(frozen=True, slots=True)
 class TrainerKind:
     """One trainer: its key under `trainer:`, its name for people, the file its config is
-    written to in the run dir, the steps it may add (in order), where it writes checkpoints
-    when its config does not say, the option that resumes train from one, what the job sets
-    in the environment so that it sends no telemetry, the release its config is checked
-    against by default, and whether it saves a checkpoint when asked (checkpoint.on_signal)."""
+    written to in the run dir (None: it has no config), the steps it may add (in order), where
+    it writes checkpoints when its config does not say, the option that resumes train from one
+    (None: the run file names it), what the job sets in the environment so that it sends no
+    telemetry, the release its config is checked against by default (None: no schema),
+    whether it saves a checkpoint when asked (checkpoint.on_signal), and whether obc's
+    default image (Axolotl's: torch, torchrun, accelerate) runs it."""
 
     name: str
     title: str
-    config_name: str
+    config_name: str | None
     step_names: tuple[str, ...]
     output_dir: str
-    resume_flag: str
+    resume_flag: str | None
     no_telemetry: tuple[tuple[str, str], ...]
-    version: str
+    version: str | None
     checkpoints_on_signal: bool
+    in_default_image: bool = False
+
+    @property
+    def config_field(self) -> tuple[str, ...] | None:
+        """The run file's field of its config, a file's name or a mapping, which a sweep may
+        patch (trainer.NAME.config); None for a trainer without one."""
+        return None if self.config_name is None else ("trainer", self.name, "config")
+
+    @property
+    def output_dir_field(self) -> tuple[str, ...]:
+        """The run file's field that says where train writes its checkpoints: its config's
+        output_dir, or for a trainer without a config its own (trainer.torchrun.output_dir)."""
+        return (*(self.config_field or ("trainer", self.name)), "output_dir")
 
     @property
     def env(self) -> tuple[tuple[str, str], ...]:
@@ -48,34 +64,44 @@ AXOLOTL = TrainerKind(
     "axolotl", "Axolotl", "axolotl.yaml", ("preprocess", "train", "merge"), DEFAULT_OUTPUT_DIR,
     "--resume-from-checkpoint",
     # With telemetry on and no network, `axolotl train` would not exit.
-    (("AXOLOTL_DO_NOT_TRACK", "1"),), DEFAULT_AXOLOTL_VERSION, checkpoints_on_signal=True)
+    (("AXOLOTL_DO_NOT_TRACK", "1"),), DEFAULT_AXOLOTL_VERSION, checkpoints_on_signal=True,
+    in_default_image=True)
 TRL = TrainerKind(
     "trl", "TRL", "trl.yaml", ("train", "merge"), DEFAULT_TRAINER_OUTPUT_DIR,
     "--resume_from_checkpoint",
     HF_NO_TELEMETRY, DEFAULT_TRL_VERSION, checkpoints_on_signal=False)
-TRAINER_KINDS = {kind.name: kind for kind in (AXOLOTL, TRL)}
+# A user's own script, launched by torchrun or accelerate (model/launcher.py): no config, and
+# resumed with the flag the run file names (trainer.torchrun.resume.flag). Its own telemetry
+# is its business; Hugging Face's libraries it may use send none. It has TERM from its
+# launcher, and saves in the grace the job gives it.
+TORCHRUN = TrainerKind(
+    "torchrun", "the script", None, ("train",), DEFAULT_TORCHRUN_OUTPUT_DIR, None,
+    HF_NO_TELEMETRY, None, checkpoints_on_signal=True, in_default_image=True)
+TRAINER_KINDS = {kind.name: kind for kind in (AXOLOTL, TRL, TORCHRUN)}
 
 
-def trainer_kind(data: dict[str, Any]) -> TrainerKind | None:
+def trainer_kind(data: Any) -> TrainerKind | None:
     """The trainer a valid run file names, if any."""
-    trainer = data.get("trainer")
+    trainer = data.get("trainer") if isinstance(data, dict) else None
     if not isinstance(trainer, dict) or len(trainer) != 1:
         return None
     return TRAINER_KINDS.get(next(iter(trainer)))
 
 
+def config_field(data: Any) -> tuple[str, ...] | None:
+    """The field of the run file's trainer config (trainer.NAME.config), if its trainer has
+    one."""
+    kind = trainer_kind(data)
+    return None if kind is None else kind.config_field
+
+
 # Every trainer a run file can name under `trainer:` (the schema's keys): the records above,
-# and trainer.torchrun and trainer.llamafactory, which have none yet (normalise/torchrun.py,
-# normalise/llamafactory.py hold their facts).
+# and trainer.llamafactory, which has none yet (normalise/llamafactory.py holds its facts).
 TRAINER_NAMES = ("axolotl", "trl", "torchrun", "llamafactory")
 
 
 def checkpoints_on_signal(data: dict[str, Any]) -> bool:
-    """Whether the run file's trainer saves a checkpoint on a stop signal: by its record, or
-    a script under torchrun, which has TERM from its launcher (LLaMA-Factory, as
-    transformers' Trainer, saves nothing on TERM)."""
+    """Whether the run file's trainer saves a checkpoint on a stop signal, by its record
+    (LLaMA-Factory, as transformers' Trainer, saves nothing on TERM)."""
     kind = trainer_kind(data)
-    if kind is not None:
-        return kind.checkpoints_on_signal
-    trainer = data.get("trainer")
-    return isinstance(trainer, dict) and list(trainer) == ["torchrun"]
+    return kind is not None and kind.checkpoints_on_signal

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Any
 
 from ..model.defaults import (
@@ -45,14 +46,18 @@ from ..model.runtimes import (
     mounts_of,
 )
 from ..model.slurm import Slurm, default_signal
-from ..model.trainers import AXOLOTL, TRL, trainer_kind
+from ..model.trainers import AXOLOTL, TRL, config_field, trainer_kind
 from ..read.axolotl import read_config
-from ..read.load import Path_, config_field
+from ..read.load import Path_
 from . import llamafactory, torchrun, trainer
 
 # A trainer sends no telemetry, and a resumed run continues its W&B run (model/trainers.py).
 NO_TELEMETRY = AXOLOTL.no_telemetry
 AXOLOTL_ENV = AXOLOTL.env
+# Each trainer's part of the job, by its record's name (model/trainers.py): a module with
+# attachment_fields, steps, files, checkpoints, signal_checkpoint and launcher, each given
+# the trainer's config as data (None for a trainer without one).
+TRAINER_PARTS: dict[str, ModuleType] = {"axolotl": trainer, "trl": trainer, "torchrun": torchrun}
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
 # run dir may not exist before the job creates it).
 WANDB_GROUP = "WANDB_RUN_GROUP"
@@ -60,13 +65,8 @@ WANDB_GROUP = "WANDB_RUN_GROUP"
 
 def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
     """Return the fields that name files to embed, with the path each names."""
-    fields: list[tuple[Path_, str]] = []
-    field = config_field(data)
-    config = data.get("trainer", {}).get(field[1], {}).get("config")
-    if isinstance(config, str) and trainer_kind(data) is not None:  # LLaMA-Factory's: below
-        fields.append((field, config))
-    if "torchrun" in data.get("trainer", {}):
-        fields.append((torchrun.SCRIPT_FIELD, data["trainer"]["torchrun"]["script"]))
+    part = _trainer_part(data)
+    fields = [] if part is None else part.attachment_fields(data)
     if "llamafactory" in data.get("trainer", {}):
         fields += llamafactory.config_fields(data)
     fields += [(("files", name), source) for name, source in data.get("files", {}).items()]
@@ -89,7 +89,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     runtime_model = _runtime(runtime, digests, multi_node=multi_node)
     config = _trainer_config(data, attachments)
     mounts = None if kind == "native" else runtime_model.mounts
-    script = "torchrun" in data.get("trainer", {})
+    part = _trainer_part(data)
     factory = _llamafactory_config(data, attachments)
     return Job(
         id=job_id,
@@ -101,29 +101,34 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
         cache_dir=paths.get("cache_dir", cache_default),
         shared=paths.get("shared", DEFAULT_SHARED),
-        steps=_steps(data, config, multi_node=multi_node),
-        files=_files(data, attachments, sweep, config),
+        steps=_steps(data, part, config, multi_node=multi_node),
+        files=_files(data, attachments, sweep, part, config),
         env=_env(data, sweep),
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
         stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
         slurm=slurm,
-        checkpoints=torchrun.checkpoints(data, mounts) if script else
-        llamafactory.checkpoints(data, factory, mounts) if factory is not None else
-        None if config is None else trainer.checkpoints(data, config, mounts),
-        on_signal=torchrun.signal_grace(data) if script else
-        None if config is None else trainer.signal_checkpoint(data, config),
+        checkpoints=llamafactory.checkpoints(data, factory, mounts) if factory is not None else
+        None if part is None else part.checkpoints(data, config, mounts),
+        on_signal=None if part is None else part.signal_checkpoint(data, config),
         retry=_retry(data.get("retry")),
         sweep=sweep,
-        launcher=torchrun.launcher(data) if script else None,
+        launcher=None if part is None else part.launcher(data),
     )
+
+
+def _trainer_part(data: dict[str, Any]) -> ModuleType | None:
+    """The module that makes the run file's trainer part of the job, if it names one with a
+    record."""
+    kind = trainer_kind(data)
+    return None if kind is None else TRAINER_PARTS[kind.name]
 
 
 def _trainer_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
         dict[str, Any] | None:
     """The trainer's config as data (Axolotl's, TRL's): what a config file holds, or the inline
-    mapping."""
-    return _config_at(data, attachments, config_field(data)) \
-        if trainer_kind(data) is not None else None
+    mapping; None for a trainer without one."""
+    field = config_field(data)
+    return None if field is None else _config_at(data, attachments, field)
 
 
 def _llamafactory_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
@@ -182,14 +187,13 @@ def _gpus(gpus: str | list[int | str]) -> str | tuple[str, ...]:
     return gpus if isinstance(gpus, str) else tuple(str(device) for device in gpus)
 
 
-def _steps(data: dict[str, Any], config: dict[str, Any] | None, *,
+def _steps(data: dict[str, Any], part: ModuleType | None, config: dict[str, Any] | None, *,
            multi_node: bool) -> tuple[Step, ...]:
     """The trainer's steps, then the explicit ones; only train runs on every node unless a
     step says otherwise."""
     trainers = data.get("trainer", {})
-    first = trainer.trainer_steps(data, config, multi_node=multi_node) if config is not None \
-        else torchrun.steps(data) if "torchrun" in trainers else \
-        llamafactory.steps(data) if "llamafactory" in trainers else ()
+    first = part.steps(data, config, multi_node=multi_node) if part is not None \
+        else llamafactory.steps(data) if "llamafactory" in trainers else ()
     return first + tuple(
         Step(step["name"], tuple(step["run"]),
              step.get("nodes", "all" if step["name"] == "train" else "first"))
@@ -217,24 +221,19 @@ def _slurm(slurm: dict[str, Any], job_id: str, data: dict[str, Any], retry: bool
         extra=tuple(slurm.get("extra", ())),
         max_restarts=slurm.get("max_restarts"),
         requeues_itself="max_restarts" in slurm or retry,
-        # Axolotl's train is launched across the nodes with torchrun, as is a script's (by
-        # torchrun, or accelerate's launch of it); TRL's train is torchrun itself.
-        torchrun_step=trainer.TRAIN if kind is AXOLOTL or "torchrun" in data.get("trainer", {})
-        else None,
+        # Axolotl's train is launched across the nodes by torchrun (a script's, by its launcher:
+        # the job's launcher); TRL's train is torchrun itself.
+        torchrun_step=trainer.TRAIN if kind is AXOLOTL else None,
         torchrun_program_step=trainer.TRAIN if kind is TRL else None,
     )
 
 
 def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun | None,
-           config: dict[str, Any] | None) -> tuple[EmbeddedFile, ...]:
-    files = []
-    if config is not None:
-        file = trainer.config_file(data, attachments.get(config_field(data)), config)
-        if sweep is not None and sweep.config_file is not None:
-            file = dataclasses.replace(file, origin=f"{sweep.config_file}, patched")
-        files.append(file)
-    if "torchrun" in data.get("trainer", {}):
-        files.append(torchrun.script_file(data, attachments[torchrun.SCRIPT_FIELD]))
+           part: ModuleType | None, config: dict[str, Any] | None) -> tuple[EmbeddedFile, ...]:
+    files = [] if part is None else list(part.files(data, attachments, config))
+    if sweep is not None and sweep.config_file is not None:  # the trainer's config, patched
+        files = [dataclasses.replace(file, origin=f"{sweep.config_file}, patched")
+                 if file.path == trainer.kind_of(data).config_name else file for file in files]
     if "llamafactory" in data.get("trainer", {}):
         files += llamafactory.files(data, attachments)
     for name, source in data.get("files", {}).items():
@@ -248,7 +247,6 @@ def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str],
     trainers = data.get("trainer", {})
     kind = trainer_kind(data)
     defaults = kind.env if kind is not None else \
-        torchrun.TORCHRUN_ENV if "torchrun" in trainers else \
         llamafactory.env(data) if "llamafactory" in trainers else \
         NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
     secrets = {_secret(item).name for item in data.get("secrets", ())}

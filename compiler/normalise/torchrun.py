@@ -1,7 +1,8 @@
 """Normalising `trainer.torchrun`: the user's own script, launched by torchrun or accelerate on
 every node as the one step train, resumed (when the run file opts in) with the flag it names,
-and given the grace on a stop signal to save. Part of the normalise stage: the input is
-valid, so nothing here reports problems (rules/torchrun.py has reported them)."""
+and given the grace on a stop signal to save (its facts: model/trainers.py's TORCHRUN). Part
+of the normalise stage: the input is valid, so nothing here reports problems
+(rules/torchrun.py has reported them)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,16 @@ from ..model.defaults import (
     DEFAULT_LAUNCHER,
     DEFAULT_NPROC_PER_NODE,
     DEFAULT_RESUME,
-    DEFAULT_TORCHRUN_OUTPUT_DIR,
 )
 from ..model.job import Checkpoints, EmbeddedFile, OnSignal, Step
 from ..model.launcher import Launcher
 from ..model.runtimes import Mount
-from ..model.trainers import HF_NO_TELEMETRY, WANDB_RESUME
+from ..model.trainers import TORCHRUN
+from ..read.load import Path_
 from .trainer import TRAIN, host_place, on_signal
 
 # The run file's field that names the script.
 SCRIPT_FIELD = ("trainer", "torchrun", "script")
-# The script's own telemetry is its business; Hugging Face's libraries it may use send none,
-# and a resumed run continues its W&B run (the job sets WANDB_RUN_ID).
-TORCHRUN_ENV = (*HF_NO_TELEMETRY, *WANDB_RESUME)
 
 
 def script_name(torchrun: dict[str, Any]) -> str:
@@ -48,16 +46,25 @@ def _gpus_of_a_node(data: dict[str, Any]) -> int:
     return data.get("slurm", {}).get("gpus_per_node") or listed or DEFAULT_NPROC_PER_NODE
 
 
-def steps(data: dict[str, Any]) -> tuple[Step, ...]:
+def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
+    """The script, which the job embeds."""
+    return [(SCRIPT_FIELD, data["trainer"]["torchrun"]["script"])]
+
+
+def steps(data: dict[str, Any], config: None, *, multi_node: bool) -> tuple[Step, ...]:
+    """train, the launch on one machine (a script has no config; on several nodes, the
+    library's part launcher replaces its launcher's words by the rendezvous)."""
     return (Step(TRAIN, launcher(data).one_node, "all"),)
 
 
-def script_file(data: dict[str, Any], text: str) -> EmbeddedFile:
+def files(data: dict[str, Any], attachments: dict[Path_, str],
+          config: None) -> tuple[EmbeddedFile, ...]:
+    """The script, as the project has it."""
     torchrun = data["trainer"]["torchrun"]
-    return EmbeddedFile(script_name(torchrun), text, torchrun["script"])
+    return (EmbeddedFile(script_name(torchrun), attachments[SCRIPT_FIELD], torchrun["script"]),)
 
 
-def signal_grace(data: dict[str, Any]) -> OnSignal | None:
+def signal_checkpoint(data: dict[str, Any], config: None) -> OnSignal | None:
     """On a stop signal the script saves by itself (it has TERM from its launcher): the job
     gives train the grace to."""
     if not on_signal(data):
@@ -65,15 +72,16 @@ def signal_grace(data: dict[str, Any]) -> OnSignal | None:
     return OnSignal(data.get("checkpoint", {}).get("grace", DEFAULT_GRACE), None)
 
 
-def checkpoints(data: dict[str, Any], mounts: tuple[Mount, ...] | None) -> Checkpoints | None:
+def checkpoints(data: dict[str, Any], config: None,
+                mounts: tuple[Mount, ...] | None) -> Checkpoints | None:
     """Where the script's checkpoints are, when the run file opts in to resume (else obc
     leaves output_dir to the script)."""
     torchrun = data["trainer"]["torchrun"]
     resume = torchrun.get("resume")
     if resume is None:
         return None
-    output_dir = posixpath.normpath(torchrun.get("output_dir", DEFAULT_TORCHRUN_OUTPUT_DIR))
+    output_dir = posixpath.normpath(torchrun.get("output_dir", TORCHRUN.output_dir))
     return Checkpoints(TRAIN, output_dir, *host_place(output_dir, mounts),
-                       resume.get("from", DEFAULT_RESUME), trainer_title="the script",
+                       resume.get("from", DEFAULT_RESUME), trainer_title=TORCHRUN.title,
                        resume_flag=resume["flag"],
                        resume_field="trainer.torchrun.resume.from")

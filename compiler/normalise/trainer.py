@@ -1,7 +1,8 @@
 """Normalising `trainer.axolotl` and `trainer.trl`: their steps, the config written into the run
-dir, where train resumes from and how it checkpoints on a stop signal. Part of the normalise
-stage: the input is valid, so nothing here reports problems (axolotl.config_problems has
-reported them)."""
+dir, where train resumes from and how it checkpoints on a stop signal (the parts of a trainer
+normalise.py asks each trainer's module for: attachment_fields, steps, files, checkpoints,
+signal_checkpoint, launcher). Part of the normalise stage: the input is valid, so nothing here
+reports problems (axolotl.config_problems has reported them)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,18 @@ from ..model.defaults import (
     DEFAULT_RESUME,
 )
 from ..model.job import Checkpoints, EmbeddedFile, OnSignal, Resume, Step
+from ..model.launcher import Launcher
 from ..model.runtimes import Mount, host_folder
-from ..model.trainers import AXOLOTL, TRL, TrainerKind, checkpoints_on_signal, trainer_kind
+from ..model.trainers import (
+    AXOLOTL,
+    TRL,
+    TrainerKind,
+    checkpoints_on_signal,
+    config_field,
+    trainer_kind,
+)
 from ..read.axolotl import AXOLOTL_CONFIG_NAME, TRIGGER_FILE
+from ..read.load import Path_
 
 # Step name and Axolotl command, in the order they run.
 AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
@@ -49,8 +59,7 @@ def resume_policy(data: dict[str, Any]) -> Resume:
     return data["trainer"][kind.name].get("resume", DEFAULT_RESUME)
 
 
-def trainer_steps(data: dict[str, Any], config: dict[str, Any], *,
-                  multi_node: bool) -> tuple[Step, ...]:
+def steps(data: dict[str, Any], config: dict[str, Any], *, multi_node: bool) -> tuple[Step, ...]:
     """The steps the run file's trainer adds (`config` is its config as data)."""
     kind = kind_of(data)
     if kind is AXOLOTL:
@@ -76,6 +85,28 @@ def axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
     return tuple(Step(name, ("axolotl", command, AXOLOTL_CONFIG_NAME, *extra.get(name, ())),
                       "all" if name == TRAIN else "first")
                  for name, command in AXOLOTL_STEPS if enabled[name])
+
+
+def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
+    """The config, when the run file names its file."""
+    field = config_field(data)
+    assert field is not None  # Axolotl and TRL have a config
+    config = data["trainer"][field[1]]["config"]
+    return [(field, config)] if isinstance(config, str) else []
+
+
+def files(data: dict[str, Any], attachments: dict[Path_, str],
+          config: dict[str, Any]) -> tuple[EmbeddedFile, ...]:
+    """The trainer's config, as the job writes it into the run dir."""
+    field = config_field(data)
+    assert field is not None  # Axolotl and TRL have a config
+    return (config_file(data, attachments.get(field), config),)
+
+
+def launcher(data: dict[str, Any]) -> Launcher | None:
+    """Axolotl and TRL start their own ranks (torchrun is in train's command, on several nodes):
+    no launcher of obc's."""
+    return None
 
 
 def config_file(data: dict[str, Any], text: str | None, parsed: dict[str, Any]) -> EmbeddedFile:

@@ -15,11 +15,11 @@ from ..core.diagnostics import Diagnostic
 from ..core.project import source_name
 from ..core.text import quoted
 from ..model.job import Job, SweepRun
-from ..model.trainers import trainer_kind
+from ..model.trainers import config_field
 from ..normalise import llamafactory
 from ..normalise.normalise import attachment_fields, normalise
 from ..read.axolotl import ConfigError, config_place, config_problems, read_config
-from ..read.load import CONFIG_FIELD, Source, config_field, display_name, load_source
+from ..read.load import Source, display_name, load_source
 from ..read.sources import (
     BudgetError,
     Embedding,
@@ -85,7 +85,7 @@ def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     problems = validate(source)
     if not problems:
         attachments, problems = _read_attachments(source, Embedding(project))
-    if not problems and trainer_kind(source.data) is not None:  # a trainer with a schema
+    if not problems and config_field(source.data) is not None:  # a trainer with a schema
         problems = _config_problems(source, attachments)
     if problems:
         return None, problems
@@ -93,9 +93,10 @@ def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     problems = [] if policy is None else policy_rules.problems(source, job, policy)
     if problems:
         return None, problems
-    if sweep is not None and sweep.config_file is not None:
+    field = config_field(source.data)
+    if sweep is not None and sweep.config_file is not None and field is not None:
         # A config file a sweep patched is an input too, though not embedded as it is.
-        attachments = {**attachments, CONFIG_FIELD: Embedding(project).read(
+        attachments = {**attachments, field: Embedding(project).read(
             source.directory / sweep.config_file)}
     inputs = inputs_digest(source.sha256, attachments,
                            lock_entry(getattr(job.runtime, "image", None), digests))
@@ -130,6 +131,7 @@ def _config_problems(source: Source, attachments: dict) -> list[Diagnostic]:
     """The trainer's config must be one its release of the trainer takes, and the files it
     names in the run dir must be ones the job puts there."""
     field = config_field(source.data)
+    assert field is not None  # a trainer with a config
     config = source.data["trainer"][field[1]]["config"]
     name = display_name(source.directory / config) if isinstance(config, str) else ""
     where = config_place(source, attachments.get(field), name)

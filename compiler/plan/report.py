@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from ..core import shell
 from ..core.text import visible
 from ..model.job import SweepRun
+from ..model.launcher import Launcher
 from ..render.meaning import DIGEST_KEY, Digest
 from ..render.summary import labelled_lines
 from .bill import Bill, SlurmBill, SweepBill, bill_of
@@ -66,7 +67,7 @@ def _job_rows(bill: Bill) -> list[tuple[str, list[str]]]:
                         for p in bill.privileges]),
         ("gpus", [f"{bill.gpus} (runtime.gpus: what the steps see)"]),
         ("gpu-hours", [bill.compute.text()]),
-        *([("sbatch", _sbatch(bill.slurm))] if bill.slurm else []),
+        *([("sbatch", _sbatch(bill.slurm, bill.launcher))] if bill.slurm else []),
         ("mounts", [f"{m.source} → {m.target} ({m.mode})" for m in bill.mounts]),
         ("writable", [*bill.writable, *(["the run dir may be in a folder the team shares "
                                          "(paths.shared)"] if bill.shared else [])]),
@@ -95,7 +96,7 @@ def _sweep_run(run: SweepRun) -> list[tuple[str, list[str]]]:
              + ([f"(applied to {run.config_file})"] if run.config_file else []))]
 
 
-def _sbatch(slurm: SlurmBill) -> list[str]:
+def _sbatch(slurm: SlurmBill, launcher: Launcher | None = None) -> list[str]:
     return [*(f"#SBATCH {directive}" for directive in slurm.directives),
             *([f"requeues itself, at the time limit up to {slurm.max_restarts or 0} times"]
               if slurm.requeues_itself else []),
@@ -103,6 +104,8 @@ def _sbatch(slurm: SlurmBill) -> list[str]:
               if slurm.rendezvous_port is not None else []),
             *([f"{slurm.torchrun_step} launched with torchrun across the nodes"]
               if slurm.torchrun_step else []),
+            *([f"{launcher.step} launched with {launcher.kind} across the nodes"]
+              if launcher and slurm.rendezvous_port is not None else []),
             *([f"{slurm.torchrun_program_step} is torchrun across the nodes, given the "
                "rendezvous"] if slurm.torchrun_program_step else [])]
 

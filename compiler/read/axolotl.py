@@ -25,8 +25,8 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ..core.diagnostics import Diagnostic, field_path, show
 from ..model.defaults import DEFAULT_ON_SIGNAL, DEFAULT_RESUME
 from ..model.runtimes import host_folder, mounts_of
-from ..model.trainers import AXOLOTL, trainer_kind
-from .load import CONFIG_FIELD, Mark, Path_, Source, config_field
+from ..model.trainers import AXOLOTL, config_field, trainer_kind
+from .load import Mark, Path_, Source
 from .screen import MAX_DEPTH, syntax_error
 
 # Where the job writes the config, in the run dir.
@@ -179,6 +179,7 @@ def config_place(source: Source, config_text: str | None, config_name: str) -> C
     """Return a run file's trainer config, read with its positions: inline (`config_text`
     None), or the file `config_name` whose text is `config_text`."""
     field = config_field(source.data)
+    assert field is not None  # a trainer with a config
     config = source.data["trainer"][field[1]]["config"] if config_text is None \
         else read_config(config_text)
     return ConfigPlace(source, config, config_name, field)
@@ -205,7 +206,7 @@ class ConfigPlace:
     source: Source
     config: Any
     name: str
-    field: Path_ = CONFIG_FIELD
+    field: Path_
 
     def problem(self, keys: Path_, message: str, hint: str | None, *,
                 key: bool = False) -> Diagnostic:

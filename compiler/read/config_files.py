@@ -1,5 +1,6 @@
-"""Axolotl config files a sweep patches: read once (from the project, like any embedded file),
-as Axolotl reads them, and handed to the runs as plain data to patch and embed inline."""
+"""Trainer config files a sweep patches (Axolotl's, TRL's): read once (from the project, like
+any embedded file), as the trainer reads them (PyYAML: YAML 1.1), and handed to the runs as
+plain data to patch and embed inline."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from ruamel.yaml.error import YAMLError
 
 from ..core.diagnostics import Diagnostic
 from ..core.text import quoted
+from ..model.trainers import config_field
 from .axolotl import ConfigError, read_config
-from .load import CONFIG_FIELD, Mark, Source, display_name
+from .load import Mark, Source, display_name
 from .sources import Embedding, SourceError
 
 
@@ -48,19 +50,21 @@ class ConfigFiles:
         try:
             text = self.embedding.read(path)
             read_config(text)  # its problems, located in it
-            return load_as_axolotl(text)
+            return load_as_trainer(text)
         except ConfigError as error:
             raise self.Unreadable([Diagnostic(display_name(path), error.mark.line,
                                               error.mark.column, "", str(error),
                                               error.hint)]) from error
         except SourceError as error:
+            field = config_field(self.source.data)
+            assert field is not None  # only a trainer's config names a config file
             raise self.Unreadable([self.source.problem(
-                CONFIG_FIELD, f"file {quoted(name)}: {error}", error.hint)]) from error
+                field, f"file {quoted(name)}: {error}", error.hint)]) from error
 
 
-def load_as_axolotl(text: str) -> dict[str, Any]:
-    """Return a config's values as Axolotl reads them: YAML 1.1 (`yes` is true, `0777` is
-    octal), as plain dicts, lists and scalars."""
+def load_as_trainer(text: str) -> dict[str, Any]:
+    """Return a config's values as Axolotl and TRL read them (PyYAML): YAML 1.1 (`yes` is
+    true, `0777` is octal), as plain dicts, lists and scalars."""
     yaml = YAML(typ="safe", pure=True)
     yaml.version = (1, 1)
     with warnings.catch_warnings():
@@ -69,5 +73,5 @@ def load_as_axolotl(text: str) -> dict[str, Any]:
         try:
             return yaml.load(io.StringIO(text))
         except YAMLError as error:  # read_config read it: only a YAML 1.1 difference is left
-            raise ConfigError(f"YAML 1.1, as Axolotl reads it, cannot read this config: "
+            raise ConfigError(f"YAML 1.1, as the trainer reads it, cannot read this config: "
                               f"{' '.join(str(error).split())}", Mark(1, 1)) from error

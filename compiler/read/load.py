@@ -34,16 +34,6 @@ from .screen import (
 )
 
 MAX_FILE_BYTES = 1024 * 1024
-# The field whose string names a file to embed, and whose mapping is embedded as a file:
-# Axolotl's (which a sweep may patch), and any trainer's (config_field).
-CONFIG_FIELD: Path_ = ("trainer", "axolotl", "config")
-
-
-def config_field(data: Any) -> Path_:
-    """The run file's trainer config field, trainer.<name>.config (Axolotl's by default)."""
-    trainer = data.get("trainer") if isinstance(data, dict) else None
-    name = next(iter(trainer), "axolotl") if isinstance(trainer, dict) else "axolotl"
-    return ("trainer", name, "config")
 
 _CORE_TAGS = {YAML_TAG + name for name in ("str", "int", "float", "bool", "null")}
 _STR, _NULL = YAML_TAG + "str", YAML_TAG + "null"
@@ -256,5 +246,5 @@ def is_script_text(path: Path_) -> bool:
     """Whether a string reaches the script as code or header text: all but extension keys
     (`x-*`, ignored) and an inline trainer config, which is embedded content, kept exact."""
     top = path[0] if path else ""
-    inline_config = len(path) > len(CONFIG_FIELD) and top == "trainer" and path[2] == "config"
+    inline_config = len(path) > 3 and top == "trainer" and path[2] == "config"
     return not (isinstance(top, str) and top.startswith("x-")) and not inline_config

@@ -221,6 +221,8 @@ def _slurm(job: Job) -> list[str]:
              + (", requeued after preemption" if slurm.requeue else "")]
     if job.node_steps and slurm.torchrun_step:
         lines.append(f"{slurm.torchrun_step} launched with torchrun across the nodes")
+    if job.node_steps and job.launcher:
+        lines.append(f"{job.launcher.step} launched with {job.launcher.kind} across the nodes")
     lines.append(f"{slurm.signal_name} {slurm.signal_lead} s before the time limit stops the "
                  "running step")
     return lines

@@ -20,8 +20,9 @@ from typing import Any
 from ..core.diagnostics import Diagnostic, describe_value, field_path
 from ..core.text import visible
 from ..model.job import SweepChange, SweepRun
+from ..model.trainers import config_field
 from ..read.config_files import ConfigFiles
-from ..read.load import CONFIG_FIELD, Mark, Path_, Source
+from ..read.load import Mark, Path_, Source
 from ..read.sources import Embedding
 from ..validate.rules.common import get
 from ..validate.validate import matrix_problems
@@ -138,6 +139,9 @@ class _Base:
     def __init__(self, source: Source, matrix: Matrix, configs: ConfigFiles) -> None:
         self.source, self.matrix, self.configs = source, matrix, configs
         self.data = {key: value for key, value in source.data.items() if key != "matrix"}
+        # The trainer's config field (trainer.NAME.config): a file it names is read and
+        # patched as the mapping it holds.
+        self.config_field = config_field(self.data)
         self.values, self.keys, self.raw = ({}, {}, {})
         self.patches: dict[Path_, tuple[dict, dict, dict]] = {
             value.at: ({}, {}, {}) for axis in matrix.axes for value in axis.values}
@@ -157,7 +161,7 @@ class _Base:
         loaded: dict[str, dict] = {}
 
         def expand_config(path: Path_, target: Any) -> dict | None:
-            if path == CONFIG_FIELD and isinstance(target, str):
+            if path == self.config_field and isinstance(target, str):
                 loaded[target] = self.configs.load(target)
                 return loaded[target]
             return None
@@ -185,7 +189,7 @@ class _Base:
             node = node.get(value.root[depth - 1], MISSING) if isinstance(node, dict) \
                 else MISSING
             path = value.root[:depth]
-            if node is MISSING or node is None or (path == CONFIG_FIELD and
+            if node is MISSING or node is None or (path == self.config_field and
                                                     isinstance(node, str)):
                 return []  # made by the patch, or a config file, which obc reads and patches
             if not isinstance(node, dict):
@@ -231,11 +235,13 @@ class _Base:
         """What the patches changed, leaf by leaf: a config file they patched counts as its
         content."""
         before: Any = self.data
-        config = get(before, *CONFIG_FIELD)
+        field = self.config_field
+        config = None if field is None else get(before, *field)
         if isinstance(config, str) and config in loaded:
-            trainer = before["trainer"]
-            before = {**before, "trainer": {**trainer, "axolotl": {
-                **trainer["axolotl"], "config": loaded[config]}}}
+            assert field is not None
+            trainer, name = before["trainer"], field[1]
+            before = {**before, "trainer": {**trainer, name: {
+                **trainer[name], "config": loaded[config]}}}
         return tuple(SweepChange(field_path(path), _shown(old, "(unset)"),
                                  _shown(new, "(deleted)"))
                      for path, old, new in leaf_changes(before, data) if path != ("id",))

@@ -1,5 +1,5 @@
 """The rules of a sweep as a whole, which no single run can break: run ids that are valid and
-distinct, and a run dir and an Axolotl output_dir of each run's own."""
+distinct, and a run dir and a trainer's output_dir of each run's own."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Any
 from ..core.diagnostics import Diagnostic, show
 from ..core.text import quoted
 from ..model.job import Job
+from ..model.trainers import trainer_kind
 from ..read.axolotl import ConfigError
-from ..read.config_files import load_as_axolotl
-from ..read.load import CONFIG_FIELD, Path_, Source
+from ..read.config_files import load_as_trainer
+from ..read.load import Path_, Source
 from ..validate.rules import AXOLOTL_CONFIG_NAME
 from .matrix import MATRIX, Matrix, Member
 
@@ -81,9 +82,9 @@ def shared_folders(runs: Iterable[tuple[Member, Job]]) -> list[Diagnostic]:
                         "leave paths.run_dir to its default (~/overbrainer/runs/<id>), or "
                         "set it in an axis")
                 for run_dir, same in run_dirs.items() if len(same) > 1]
-    problems += [_shared(same, (*CONFIG_FIELD, "output_dir"),
-                         "write their Axolotl output_dir to one folder, {} on the machine",
-                         output, "make it relative: each run has its own run dir")
+    problems += [_shared(same, _output_dir_field(same), "write their output_dir to one "
+                         "folder, {} on the machine", output,
+                         "make it relative: each run has its own run dir")
                  for output, same in outputs.items() if len(same) > 1]
     return problems
 
@@ -114,6 +115,15 @@ def _shared(same: list[tuple[Member, str]], path: Path_, what: str, folder: str,
                                 f"{written}; each run of a sweep needs its own", hint)
 
 
+def _output_dir_field(same: list[tuple[Member, str]]) -> Path_:
+    """Where the first of the runs that share an output_dir says it: its trainer's field."""
+    source = same[0][0].source
+    assert source is not None
+    kind = trainer_kind(source.data)
+    assert kind is not None  # only a trainer has an output_dir
+    return kind.output_dir_field
+
+
 def _output_dir(job: Job) -> Any:
     """Where train writes on the machine: a mount's source, or a path of the machine (the
     run dir's own is None), as normalise found it; or, for a job that neither resumes nor
@@ -126,7 +136,7 @@ def _output_dir(job: Job) -> Any:
     if config is None:
         return None
     try:
-        data = load_as_axolotl(config.content)
+        data = load_as_trainer(config.content)
     except ConfigError:
         return None  # Axolotl will say so; obc has nothing to compare
     return data.get("output_dir") if isinstance(data, dict) else None

@@ -84,9 +84,14 @@ def assert_resumed_and_finished(run_dir: Path, log: str) -> None:
     assert steps_of(output / f"checkpoint-{MAX_STEPS}") == list(range(1, MAX_STEPS + 1))
 
 
-def test_a_native_torchrun_job_stopped_by_term_saves_and_resumes_there(axolotl_venv, tmp_path):
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+def test_a_native_job_stopped_by_term_saves_and_resumes_there(axolotl_venv, tmp_path,
+                                                              launcher):
+    """The launcher, torchrun or `accelerate launch`, passes the TERM on to both ranks,
+    which save in the grace obc gives; the rerun resumes there, as one group of two."""
     run_dir = tmp_path / "run"
-    script = compiled(tmp_path, torchrun_run_file("native-torchrun", axolotl_venv, run_dir))
+    script = compiled(tmp_path, torchrun_run_file(f"native-{launcher}", axolotl_venv, run_dir,
+                                                  torchrun={"launcher": launcher}))
     env = clean_env(home(tmp_path))
     with (tmp_path / "stderr").open("w") as stderr, \
             subprocess.Popen(["sh", str(script)], env=env, stdout=subprocess.DEVNULL,
@@ -97,7 +102,7 @@ def test_a_native_torchrun_job_stopped_by_term_saves_and_resumes_there(axolotl_v
         job.wait(timeout=JOB_TIMEOUT)
     stopped = (tmp_path / "stderr").read_text()
     assert job.returncode == 143, last_lines(stopped)
-    assert "obc: passing the signal on to torchrun; it has 50 s to save a checkpoint and " \
+    assert f"obc: passing the signal on to {launcher}; it has 50 s to save a checkpoint and " \
         "end" in stopped
     first = (run_dir / ".obc/logs/train.1.log").read_text()
     assert re.findall(r"rank \d: stopped at step (\d+)", first) == [str(PAUSE_AFTER)] * 2
@@ -106,19 +111,6 @@ def test_a_native_torchrun_job_stopped_by_term_saves_and_resumes_there(axolotl_v
                             timeout=JOB_TIMEOUT, check=False)
     assert result.returncode == 0, last_lines(result.stderr)
     assert_resumed_and_finished(run_dir, result.stderr)
-
-
-def test_accelerate_launch_trains_the_script_natively(axolotl_venv, tmp_path):
-    run_dir = tmp_path / "run"
-    script = compiled(tmp_path, torchrun_run_file(
-        "native-accelerate", axolotl_venv, run_dir,
-        torchrun={"launcher": "accelerate",
-                  "args": ["--output_dir", OUTPUT_DIR, "--max_steps", str(MAX_STEPS)]}))
-    result = subprocess.run(["sh", str(script)], env=clean_env(home(tmp_path)),
-                            capture_output=True, text=True, timeout=JOB_TIMEOUT, check=False)
-    assert result.returncode == 0, last_lines(result.stderr)
-    assert steps_of(run_dir / OUTPUT_DIR / f"checkpoint-{MAX_STEPS}") == \
-        list(range(1, MAX_STEPS + 1))
     ranks = [json.loads((run_dir / OUTPUT_DIR / f"rank-{rank}.json").read_text())
              for rank in (0, 1)]
     assert [(r["rank"], r["world_size"]) for r in ranks] == [(0, 2), (1, 2)]

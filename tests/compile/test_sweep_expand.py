@@ -13,6 +13,7 @@ from compiler.pipeline.changes import changes_to as plan
 from compiler.pipeline.pipeline import compile_files
 from compiler.pipeline.write import apply
 from compiler.read.load import Mark
+from tests.compile.test_plan import obc, write_files
 
 NATIVE = """\
 version: 1
@@ -317,3 +318,73 @@ def test_a_patched_config_file_is_one_of_the_inputs_the_header_hashes(tmp_path):
     inputs = [line for line in before.splitlines() if line.startswith("# inputs ")]
     assert len(inputs) == 1 and inputs[0] not in after
     assert embedded(before) == embedded(after)
+
+
+TRL_CONFIG = """\
+# TRL reads its config with PyYAML: YAML 1.1.
+model_name_or_path: Qwen/Qwen2.5-0.5B
+dataset_name: trl-lib/Capybara
+use_peft: yes
+learning_rate: 0.0002
+"""
+TRL_SWEEP = """\
+version: 1
+id: sft
+runtime: {kind: native}
+trainer: {trl: {config: trl-cfg.yaml}}
+matrix:
+  axes:
+    lr: {set: trainer.trl.config.learning_rate, values: {"1e-4": 1.0e-4}}
+    peft: {lora: {}, full: {trainer: {trl: {config: {use_peft: false}}}}}
+"""
+
+
+def test_a_sweep_patches_a_trl_config_file_as_it_patches_axolotls(tmp_path):
+    """The config field a sweep patches is the trainer's own, trainer.trl.config: its file is
+    read, patched, embedded as YAML 1.1 and hashed as an input; the header and the plan say
+    what the patches changed, and the file they were applied to."""
+    (tmp_path / ".git").mkdir()
+    write_files(tmp_path, {"runs/sft.yaml": TRL_SWEEP, "runs/trl-cfg.yaml": TRL_CONFIG})
+    result = compile_files([tmp_path / "runs/sft.yaml"])
+    assert not result.diagnostics, "\n".join(d.text() for d in result.diagnostics)
+    text = scripts(result)
+    assert embedded(text["sft-1e-4-lora"], "trl.yaml").startswith("""\
+%YAML 1.1
+---
+model_name_or_path: Qwen/Qwen2.5-0.5B
+dataset_name: trl-lib/Capybara
+use_peft: true
+learning_rate: 0.0001
+""")
+    assert "use_peft: false\n" in embedded(text["sft-1e-4-full"], "trl.yaml")
+    assert ("# patched     trainer.trl.config.use_peft: true -> false\n"
+            "#             trainer.trl.config.learning_rate: 0.0002 -> 0.0001\n") in \
+        text["sft-1e-4-full"]
+    assert "# files       trl.yaml  (from trl-cfg.yaml, patched)" in text["sft-1e-4-lora"]
+    planned = obc(tmp_path, "plan", "runs/sft.yaml", "-o", "out")
+    assert planned.returncode == 0, planned.stderr
+    assert ("  patched     trainer.trl.config.learning_rate: 0.0002 → 0.0001\n"
+            "              (applied to trl-cfg.yaml)\n") in planned.stdout
+
+
+def test_a_trl_config_file_a_sweep_patches_is_checked_against_trls_schema(tmp_path):
+    """A patch that makes the config one TRL does not take is an error of that run."""
+    (tmp_path / "run.yaml").write_text(TRL_SWEEP.replace("use_peft: false", "use_peft: maybe"))
+    (tmp_path / "trl-cfg.yaml").write_text(TRL_CONFIG)
+    found = [d.text() for d in compile_files([tmp_path / "run.yaml"]).diagnostics]
+    assert found == ["run.yaml:8:64: error: trainer.trl.config.use_peft: in run sft-1e-4-full: "
+                     "expected true or false, got the string 'maybe'"]
+
+
+def test_a_sweep_patches_an_inline_trl_config_as_any_field(tmp_path):
+    result = compile_sweep(tmp_path, """\
+version: 1
+id: sft
+runtime: {kind: native}
+trainer: {trl: {config: {model_name_or_path: org/model, dataset_name: org/data}}}
+matrix: {axes: {lr: {set: trainer.trl.config.learning_rate, values: {"1e-4": 1.0e-4}}}}
+""")
+    text = scripts(result)["sft-1e-4"]
+    assert "learning_rate: 0.0001\n" in embedded(text, "trl.yaml")
+    assert "# patched     trainer.trl.config.learning_rate: (unset) -> 0.0001\n" in text
+    assert "# files       trl.yaml  (from trainer.trl.config)" in text

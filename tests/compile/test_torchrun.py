@@ -134,3 +134,25 @@ def test_on_a_stop_signal_train_gets_the_grace_more(tmp_path):
         "then KILL after 30 s (grace) + 60 s" in script.splitlines()
     without = compiled(tmp_path, "launcher: torchrun", "checkpoint: {on_signal: false}\n")
     assert "OBC_GIVE_GRACE=''" in without and "OBC_CHECKPOINT_GRACE=" not in without
+
+
+SLURM_NODES = "slurm: {nodes: 2, gpus_per_node: 4}\n"
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+def test_across_nodes_train_is_the_launchers_step_alone(tmp_path, launcher):
+    """One name, one thing: the script's train is the launcher's step (OBC_LAUNCHER_STEP),
+    not also Axolotl's torchrun step; the summary and the plan name the launcher that
+    starts it across the nodes, accelerate's too."""
+    script = compiled(tmp_path, f"launcher: {launcher}", SLURM_NODES)
+    lines = script.splitlines()
+    assert f"OBC_LAUNCHER_STEP=train OBC_LAUNCHER={launcher} OBC_NPROC_PER_NODE=4 " \
+        f"OBC_LOCAL_WORDS={3 if launcher == 'torchrun' else 6}" in lines
+    assert "OBC_NODE_STEPS=train OBC_MASTER_PORT=29500 OBC_GPUS_PER_NODE=4 "\
+        "OBC_TORCHRUN_STEP='' OBC_TORCHRUN_PROGRAM_STEP=''" in lines
+    said = f"train launched with {launcher} across the nodes"
+    assert [line for line in lines if line.endswith("across the nodes")] == \
+        [f"#             {said}"]
+    planned = run_obc("plan", str(tmp_path / "run.yaml"), "-o", str(tmp_path / "none"))
+    assert [line.strip() for line in planned.stdout.splitlines()
+            if line.endswith("across the nodes")] == [said]

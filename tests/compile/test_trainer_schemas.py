@@ -143,8 +143,11 @@ def _example_configs() -> list[tuple[str, str, dict]]:
     configs = []
     for path in sorted((REPO / "examples").glob("*.yaml")):
         trainer = load_source(path)[0].data.get("trainer", {})
-        # Only the trainers with a record have a stored schema (README, "Trainers").
+        # Only the trainers with a config in their record have a stored schema (README,
+        # "Trainers").
         for name in trainer.keys() & TRAINER_KINDS.keys():
+            if TRAINER_KINDS[name].config_field is None:
+                continue
             config = trainer[name]["config"]
             if isinstance(config, dict):
                 configs.append((name, display_name(path), config))

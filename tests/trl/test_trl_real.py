@@ -23,6 +23,7 @@ from tests.axolotl.test_axolotl_real import (
     free_port,
     home,
     last_lines,
+    native,
     nodes_resolve,
     sbatch_job,
 )
@@ -187,3 +188,40 @@ def test_trl_trains_one_model_across_two_nodes_with_torchrun(
     state = json.loads((run_dir / OUTPUT_DIR / f"checkpoint-{steps}" / "trainer_state.json")
                        .read_text())
     assert state["epoch"] == steps * batch * 2 / rows
+
+
+# What TRL's trainers do at start (trl/trainer/base_trainer.py, _send_telemetry): the hub
+# client's send_telemetry, which starts its sending thread unless telemetry is off or the
+# client is offline. Said as the step `hub` prints it.
+HUB_CLIENT = ("from huggingface_hub import constants; "
+              "from huggingface_hub.utils import _telemetry; "
+              "_telemetry.send_telemetry('obc-test'); "
+              "print('telemetry sent:', _telemetry._TELEMETRY_THREAD is not None, "
+              "'offline:', constants.is_offline_mode())")
+
+
+@pytest.mark.parametrize(("env", "caller", "said"), [
+    # obc's HF_HUB_DISABLE_TELEMETRY=1, not offline: TRL's ping is not sent.
+    ({}, {}, "telemetry sent: False offline: False"),
+    # HF_HUB_OFFLINE where the job is started reaches the trainer: offline.
+    ({}, {"HF_HUB_OFFLINE": "1"}, "telemetry sent: False offline: True"),
+    # The run file's own env wins over obc's switch: then the ping goes (the check can fail).
+    ({"HF_HUB_DISABLE_TELEMETRY": "0"}, {}, "telemetry sent: True offline: False"),
+])
+def test_a_trl_jobs_hub_client_sends_no_telemetry_and_is_offline_when_told(
+        trl_venv, tmp_path, env, caller, said):
+    """The real hub client of the TRL venv, in the environment of the job's steps (train's
+    too), judges the switches: no network needed, and no training (`--only hub`)."""
+    run_dir = tmp_path / "run"
+    script = write_script(tmp_path, compile_text(tmp_path, dump({
+        "version": 1, "id": "trl-hub", "runtime": native(trl_venv),
+        "paths": {"run_dir": str(run_dir)},
+        "trainer": {"trl": {"config": {"model_name_or_path": "org/model",
+                                       "dataset_name": "org/data"}}},
+        "steps": [{"name": "hub", "run": ["python3", "-c", HUB_CLIENT]}],
+        **({"env": env} if env else {})})))
+    result = subprocess.run(["sh", str(script), "--only", "hub"],
+                            env=clean_env(home(tmp_path), **caller), capture_output=True,
+                            text=True, timeout=JOB_TIMEOUT, check=False)
+    assert result.returncode == 0, last_lines(result.stderr)
+    assert said in (run_dir / ".obc/logs/hub.1.log").read_text()

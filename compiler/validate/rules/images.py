@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from ...core.diagnostics import show
 from ...core.resources import run_schema
 from ...model.runtimes import ENROOT_DIGESTS, is_image_file
-from ...model.trainers import AXOLOTL, trainer_kind
+from ...model.trainers import trainer_kind
 from .common import Problem, get
 
 _IMAGE = ("runtime", "image")
@@ -46,8 +46,8 @@ def check(data: dict, kind: Any) -> Iterator[Problem]:
                       f"image: the path of {_FILE_KIND[kind]} file, or a registry's image",
                       "clusters keep images on shared storage; give its path")
     trainer = trainer_kind(data)
-    if kind in ("docker", "podman") and "image" not in runtime and trainer not in \
-            (None, AXOLOTL):
+    if kind in ("docker", "podman") and "image" not in runtime and trainer is not None and \
+            not trainer.in_default_image:
         yield Problem(("runtime",), f"a {trainer.title} job in docker or podman needs an "
                       "image: obc's default image is Axolotl's",
                       f"give runtime.image: an image with {trainer.title} installed")

@@ -44,10 +44,8 @@ def _steps(data: dict) -> Iterator[Problem]:
     if not isinstance(steps, list):
         return
     seen: dict[str, Path_] = {}
-    trainers = data.get("trainer") if isinstance(data.get("trainer"), dict) else {}
     kind = trainer_kind(data)
-    trainer, by = (kind.step_names, f"trainer.{kind.name}") if kind else \
-        (("train",), "trainer.torchrun") if "torchrun" in trainers else ((), "")
+    trainer, by = (kind.step_names, f"trainer.{kind.name}") if kind else ((), "")
     for i, step in enumerate(steps):
         name, run = get(step, "name"), get(step, "run")
         if isinstance(name, str):

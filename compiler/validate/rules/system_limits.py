@@ -38,7 +38,7 @@ def _file_names(data: dict) -> Iterator[Problem]:
         return
     taken: dict[str, Path_] = {name: ("files", name) for name in files}
     kind = trainer_kind(data)
-    if kind is not None:
+    if kind is not None and kind.config_name is not None:
         taken[kind.config_name] = ("trainer", kind.name, "config")
     for name in files:
         problem = _name_size_problem(name) or _folder_problem(name, taken)

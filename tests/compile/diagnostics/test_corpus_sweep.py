@@ -106,17 +106,17 @@ SWEEPS = [
     case("shared-output-dir-two-spellings", TRAINER + "matrix: {axes: {o: {set: "
          "trainer.axolotl.config.output_dir, values: {x: /data/out/, y: /data/./out}}}}\n",
          5, 73, "trainer.axolotl.config.output_dir",
-         "runs r-x, r-y write their Axolotl output_dir to one folder, '/srv/out' on the "
+         "runs r-x, r-y write their output_dir to one folder, '/srv/out' on the "
          "machine"),
     case("shared-absolute-output-dir-two-spellings", "version: 1\nid: r\nruntime: {kind: "
          "native}\ntrainer: {axolotl: {config: {base_model: m, output_dir: /o}, resume: never}}"
          "\ncheckpoint: {on_signal: false}\nmatrix: {axes: {o: {set: trainer.axolotl.config."
          "output_dir, values: {x: //srv/o, y: /srv/o/}}}}\n", 6, 73,
-         "trainer.axolotl.config.output_dir", "runs r-x, r-y write their Axolotl output_dir to "
+         "trainer.axolotl.config.output_dir", "runs r-x, r-y write their output_dir to "
          "one folder, '/srv/o' on the machine (written '//srv/o', '/srv/o/')"),
     case("shared-output-dir", TRAINER + "matrix: {axes: {a: {x: {}, y: {}}}}\n", 4, 57,
          "trainer.axolotl.config.output_dir",
-         "runs r-x, r-y write their Axolotl output_dir to one folder, '/srv/out' on the machine",
+         "runs r-x, r-y write their output_dir to one folder, '/srv/out' on the machine",
          "make it relative"),
     case("patched-config-file-missing", FILE_CONFIG + "matrix:\n  axes:\n"
          "    lr: {set: trainer.axolotl.config.learning_rate, values: {a: 0.1}}\n", 4, 29,
