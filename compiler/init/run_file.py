@@ -87,11 +87,23 @@ def write_run_files(run_files: Sequence[RunFile]) -> None:
 def run_file_for(config: Path) -> RunFile:
     """The run file beside `config`, named after it; raise _Refused with the problem."""
     path = config.with_name(config.stem + RUN_FILE_SUFFIX)
+    if not _is_text(config.name):
+        raise _Refused(_problem(config, "has a name that is not UTF-8 text, which a run file "
+                                "cannot name", "rename it"))
     if os.path.lexists(path):
         raise _Refused(_problem(path, "exists; obc init never replaces a file",
                                 "edit it, or move it away and run obc init again"))
     signature = trainer_of(_read(config), config)
     return RunFile(path, signature.title, render_run_file(config, path, signature))
+
+
+def _is_text(name: str) -> bool:
+    """Whether a file name is text (bytes that are not UTF-8 come as lone surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read(config: Path) -> dict[str, Any]:

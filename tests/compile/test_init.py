@@ -199,6 +199,15 @@ def test_a_config_that_cannot_be_read_is_an_error_in_it(obc, project, config, pr
     assert outcome.stderr.startswith(problem)
 
 
+def test_a_name_that_is_not_utf8_is_refused(obc, project):
+    config = Path(shutil.copy(REPO / CONFIGS["trl"],
+                              project / "configs" / os.fsdecode(b"sft\xff.yaml")))
+    outcome = obc("init", str(config))
+    assert outcome.code == EXIT_INVALID
+    assert "has a name that is not UTF-8 text, which a run file cannot name" in outcome.stderr
+    assert sorted(os.listdir(project / "configs")) == [config.name]
+
+
 def test_a_name_with_spaces_and_unicode_is_quoted_and_compiles(obc, project):
     folder = project / "my runs ü"
     folder.mkdir()
