@@ -1,4 +1,4 @@
-"""The `obc` command line: compile, plan, validate, lock, schema, status. Chooses what is
+"""The `obc` command line: compile, plan, validate, lock, schema, status, init. Chooses what is
 printed and the exit code.
 
 Exit codes: 0 success; 1 invalid input, drift found by --check, or shellcheck findings;
@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--format", choices=["text", "json"], default="text",
                         help="one line per run dir: text (default), or JSON with the record "
                              "job.sh --status prints")
+    init = commands.add_parser("init", help="write a commented run file beside each trainer "
+                                            "config (Axolotl, TRL or LLaMA-Factory, told by "
+                                            "its keys); never over a file")
+    init.add_argument("configs", nargs="+", type=Path, metavar="CONFIG")
     verify = commands.add_parser("verify", help="prove that each job.sh embeds exactly the "
                                                 "library its obc release shipped")
     verify.add_argument("scripts", nargs="+", type=Path, metavar="JOB_SH")
@@ -172,6 +176,27 @@ def _status(args: argparse.Namespace) -> int:
         else:
             print(visible(format_state(state)))
     return EXIT_INVALID if any(state.problem for state in states) else EXIT_OK
+
+
+def _init(args: argparse.Namespace) -> int:
+    """Write the run file of each config; none if any of them cannot be written."""
+    # Imported here, as plan's: compile, the command run most, does not need it.
+    from ..init.run_file import plan_run_files, write_run_files  # noqa: PLC0415
+
+    run_files, problems = plan_run_files(args.configs)
+    if problems:
+        _report("text", problems)
+        print("obc: no run file written", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        write_run_files(run_files)
+    except OSError as error:  # one appeared since it was planned, or the folder is read-only
+        raise ObcError(f"{error.filename}: cannot write: {error.strerror or error}") from error
+    for run_file in run_files:
+        print(visible(f"obc: wrote {run_file.path} for {run_file.trainer}; compile it: "
+                      f"{shlex.join(['obc', 'compile', str(run_file.path), '-o', 'out'])}"),
+              file=sys.stderr)
+    return EXIT_OK
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -430,4 +455,4 @@ def _lock_change(image: str, old: str | None, new: str | None) -> str | None:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compile": _compile, "plan": _plan, "validate": _validate, "lock": _lock, "schema": _schema,
-    "status": _status, "verify": _verify}
+    "status": _status, "verify": _verify, "init": _init}

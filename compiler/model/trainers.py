@@ -100,6 +100,28 @@ def config_field(data: Any) -> tuple[str, ...] | None:
 TRAINER_NAMES = ("axolotl", "trl", "torchrun", "llamafactory")
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigSignature:
+    """What tells a trainer's own config from the others' (`obc init` reads it): any one of
+    `keys` at its top level. Axolotl's are keys of its schema that TRL's lacks, TRL's the
+    reverse, LLaMA-Factory's in neither (tests/unit/test_config_signatures.py holds them to
+    the schemas, of every release); torchrun runs a script, which has no config to tell."""
+
+    trainer: str
+    title: str
+    keys: tuple[str, ...]
+
+
+CONFIG_SIGNATURES = (
+    ConfigSignature(AXOLOTL.name, AXOLOTL.title,
+                    ("base_model", "micro_batch_size", "num_epochs", "sequence_len")),
+    ConfigSignature(TRL.name, TRL.title, ("dataset_name", "dataset_text_field", "use_peft")),
+    # LLaMA-Factory 0.9.5's hparams (FinetuningArguments, DataArguments).
+    ConfigSignature("llamafactory", "LLaMA-Factory",
+                    ("stage", "finetuning_type", "template", "cutoff_len")),
+)
+
+
 def checkpoints_on_signal(data: dict[str, Any]) -> bool:
     """Whether the run file's trainer saves a checkpoint on a stop signal, by its record
     (LLaMA-Factory, as transformers' Trainer, saves nothing on TERM)."""
