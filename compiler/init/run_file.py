@@ -17,6 +17,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedSeq
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from ..core.diagnostics import Diagnostic
 from ..core.shell import join_words
@@ -178,7 +179,9 @@ def render_run_file(config: Path, path: Path, signature: ConfigSignature) -> str
                  "values stay there):"),
         _commented(_yaml({"secrets": _flow(["HF_TOKEN"])})),
         _comment(f"To submit it with `sbatch {script}`, the Slurm resources it asks for:"),
-        _commented(_yaml({"slurm": {"partition": "gpu", "time": "24:00:00",
+        # Quoted: a YAML 1.1 reader takes 24:00:00 for a number in base 60.
+        _commented(_yaml({"slurm": {"partition": "gpu",
+                                    "time": DoubleQuotedScalarString("24:00:00"),
                                     "gpus_per_node": 8}})),
     ))
 

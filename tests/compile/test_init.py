@@ -46,7 +46,7 @@ trainer:
 # To submit it with `sbatch out/llama3-qlora/job.sh`, the Slurm resources it asks for:
 # slurm:
 #   partition: gpu
-#   time: 24:00:00
+#   time: "24:00:00"
 #   gpus_per_node: 8
 """
 
