@@ -9,6 +9,7 @@ from typing import Any
 
 from .defaults import (
     DEFAULT_AXOLOTL_VERSION,
+    DEFAULT_LLAMAFACTORY_VERSION,
     DEFAULT_OUTPUT_DIR,
     DEFAULT_TRAINER_OUTPUT_DIR,
     DEFAULT_TRL_VERSION,
@@ -26,7 +27,10 @@ class TrainerKind:
     written to in the run dir, the steps it may add (in order), where it writes checkpoints
     when its config does not say, the option that resumes train from one, what the job sets
     in the environment so that it sends no telemetry, the release its config is checked
-    against by default, and whether it saves a checkpoint when asked (checkpoint.on_signal)."""
+    against by default, and whether it saves a checkpoint when asked (checkpoint.on_signal);
+    its configs besides the training one (a key under trainer.<name>, and the file it is
+    written to in the run dir), what the job sets for it to start its own launcher, and the
+    variable that tells that launcher the ranks of a node."""
 
     name: str
     title: str
@@ -37,11 +41,15 @@ class TrainerKind:
     no_telemetry: tuple[tuple[str, str], ...]
     version: str
     checkpoints_on_signal: bool
+    more_configs: tuple[tuple[str, str], ...] = ()
+    launch_env: tuple[tuple[str, str], ...] = ()
+    ranks_env: str | None = None
 
     @property
     def env(self) -> tuple[tuple[str, str], ...]:
-        """What a job of this trainer sets in its environment: no telemetry, and W&B resumed."""
-        return (*self.no_telemetry, *WANDB_RESUME)
+        """What a job of this trainer sets in its environment: its launcher's switch, no
+        telemetry, and W&B resumed."""
+        return (*self.launch_env, *self.no_telemetry, *WANDB_RESUME)
 
 
 AXOLOTL = TrainerKind(
@@ -53,7 +61,19 @@ TRL = TrainerKind(
     "trl", "TRL", "trl.yaml", ("train", "merge"), DEFAULT_TRAINER_OUTPUT_DIR,
     "--resume_from_checkpoint",
     HF_NO_TELEMETRY, DEFAULT_TRL_VERSION, checkpoints_on_signal=False)
-TRAINER_KINDS = {kind.name: kind for kind in (AXOLOTL, TRL)}
+# llamafactory-cli reads the config, then key=value words that override it (hparams/parser.py,
+# read_args: OmegaConf.from_cli); an explicit resume_from_checkpoint wins over its own search
+# of output_dir (parser.py, get_train_args: get_last_checkpoint only when it is None). With
+# FORCE_TORCHRUN, `llamafactory-cli train` starts torchrun itself with NNODES, NODE_RANK,
+# NPROC_PER_NODE, MASTER_ADDR and MASTER_PORT from the environment (launcher.py), which
+# obc's rendezvous exports on several nodes; without it, a CPU gets no ranks at all.
+LLAMAFACTORY = TrainerKind(
+    "llamafactory", "LLaMA-Factory", "llamafactory.yaml", ("train", "export"),
+    DEFAULT_TRAINER_OUTPUT_DIR, "resume_from_checkpoint=",
+    HF_NO_TELEMETRY, DEFAULT_LLAMAFACTORY_VERSION, checkpoints_on_signal=False,
+    more_configs=(("export", "llamafactory-export.yaml"),),
+    launch_env=(("FORCE_TORCHRUN", "1"),), ranks_env="NPROC_PER_NODE")
+TRAINER_KINDS = {kind.name: kind for kind in (AXOLOTL, TRL, LLAMAFACTORY)}
 
 
 def trainer_kind(data: dict[str, Any]) -> TrainerKind | None:
@@ -65,8 +85,7 @@ def trainer_kind(data: dict[str, Any]) -> TrainerKind | None:
 
 
 # Every trainer a run file can name under `trainer:` (the schema's keys): the records above,
-# and trainer.torchrun and trainer.llamafactory, which have none yet (normalise/torchrun.py,
-# normalise/llamafactory.py hold their facts).
+# and trainer.torchrun, which has none yet (normalise/torchrun.py holds its facts).
 TRAINER_NAMES = ("axolotl", "trl", "torchrun", "llamafactory")
 
 

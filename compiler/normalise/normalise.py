@@ -48,7 +48,7 @@ from ..model.slurm import Slurm, default_signal
 from ..model.trainers import AXOLOTL, TRL, trainer_kind
 from ..read.axolotl import read_config
 from ..read.load import Path_, config_field
-from . import llamafactory, torchrun, trainer
+from . import torchrun, trainer
 
 # A trainer sends no telemetry, and a resumed run continues its W&B run (model/trainers.py).
 NO_TELEMETRY = AXOLOTL.no_telemetry
@@ -61,14 +61,10 @@ WANDB_GROUP = "WANDB_RUN_GROUP"
 def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
     """Return the fields that name files to embed, with the path each names."""
     fields: list[tuple[Path_, str]] = []
-    field = config_field(data)
-    config = data.get("trainer", {}).get(field[1], {}).get("config")
-    if isinstance(config, str) and trainer_kind(data) is not None:  # LLaMA-Factory's: below
-        fields.append((field, config))
+    if trainer_kind(data) is not None:
+        fields += trainer.config_fields(data)
     if "torchrun" in data.get("trainer", {}):
         fields.append((torchrun.SCRIPT_FIELD, data["trainer"]["torchrun"]["script"]))
-    if "llamafactory" in data.get("trainer", {}):
-        fields += llamafactory.config_fields(data)
     fields += [(("files", name), source) for name, source in data.get("files", {}).items()]
     return fields
 
@@ -90,7 +86,6 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     config = _trainer_config(data, attachments)
     mounts = None if kind == "native" else runtime_model.mounts
     script = "torchrun" in data.get("trainer", {})
-    factory = _llamafactory_config(data, attachments)
     return Job(
         id=job_id,
         source_file=source_file,
@@ -108,7 +103,6 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
         slurm=slurm,
         checkpoints=torchrun.checkpoints(data, mounts) if script else
-        llamafactory.checkpoints(data, factory, mounts) if factory is not None else
         None if config is None else trainer.checkpoints(data, config, mounts),
         on_signal=torchrun.signal_grace(data) if script else
         None if config is None else trainer.signal_checkpoint(data, config),
@@ -120,22 +114,11 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
 
 def _trainer_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
         dict[str, Any] | None:
-    """The trainer's config as data (Axolotl's, TRL's): what a config file holds, or the inline
-    mapping."""
-    return _config_at(data, attachments, config_field(data)) \
-        if trainer_kind(data) is not None else None
-
-
-def _llamafactory_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
-        dict[str, Any] | None:
-    """LLaMA-Factory's training config as data: what its file holds, or the inline mapping."""
-    return _config_at(data, attachments, llamafactory.CONFIG_FIELD) \
-        if "llamafactory" in data.get("trainer", {}) else None
-
-
-def _config_at(data: dict[str, Any], attachments: dict[Path_, str], field: Path_) -> \
-        dict[str, Any]:
-    """The config at `field` (trainer.NAME.config) as data: its file's, or the inline mapping."""
+    """The trainer's config as data (Axolotl's, TRL's, LLaMA-Factory's): what a config file
+    holds, or the inline mapping."""
+    if trainer_kind(data) is None:
+        return None
+    field = config_field(data)
     config = data["trainer"][field[1]]["config"]
     return read_config(attachments[field]) if isinstance(config, str) else config
 
@@ -188,8 +171,7 @@ def _steps(data: dict[str, Any], config: dict[str, Any] | None, *,
     step says otherwise."""
     trainers = data.get("trainer", {})
     first = trainer.trainer_steps(data, config, multi_node=multi_node) if config is not None \
-        else torchrun.steps(data) if "torchrun" in trainers else \
-        llamafactory.steps(data) if "llamafactory" in trainers else ()
+        else torchrun.steps(data) if "torchrun" in trainers else ()
     return first + tuple(
         Step(step["name"], tuple(step["run"]),
              step.get("nodes", "all" if step["name"] == "train" else "first"))
@@ -233,10 +215,9 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun 
         if sweep is not None and sweep.config_file is not None:
             file = dataclasses.replace(file, origin=f"{sweep.config_file}, patched")
         files.append(file)
+        files += trainer.more_config_files(data, attachments)
     if "torchrun" in data.get("trainer", {}):
         files.append(torchrun.script_file(data, attachments[torchrun.SCRIPT_FIELD]))
-    if "llamafactory" in data.get("trainer", {}):
-        files += llamafactory.files(data, attachments)
     for name, source in data.get("files", {}).items():
         files.append(EmbeddedFile(name, attachments[("files", name)], source))
     return tuple(files)
@@ -247,9 +228,8 @@ def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str],
            for name, value in data.get("env", {}).items()}
     trainers = data.get("trainer", {})
     kind = trainer_kind(data)
-    defaults = kind.env if kind is not None else \
+    defaults = trainer.trainer_env(data) if kind is not None else \
         torchrun.TORCHRUN_ENV if "torchrun" in trainers else \
-        llamafactory.env(data) if "llamafactory" in trainers else \
         NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
     secrets = {_secret(item).name for item in data.get("secrets", ())}
     if sweep is not None and WANDB_GROUP not in secrets:

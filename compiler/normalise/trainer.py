@@ -1,5 +1,6 @@
-"""Normalising `trainer.axolotl` and `trainer.trl`: their steps, the config written into the run
-dir, where train resumes from and how it checkpoints on a stop signal. Part of the normalise
+"""Normalising a trainer with a record (`trainer.axolotl`, `trainer.trl`,
+`trainer.llamafactory`): its steps, the configs written into the run dir, its environment,
+where train resumes from and how it checkpoints on a stop signal. Part of the normalise
 stage: the input is valid, so nothing here reports problems (axolotl.config_problems has
 reported them)."""
 
@@ -22,8 +23,16 @@ from ..model.defaults import (
 )
 from ..model.job import Checkpoints, EmbeddedFile, OnSignal, Resume, Step
 from ..model.runtimes import Mount, host_folder
-from ..model.trainers import AXOLOTL, TRL, TrainerKind, checkpoints_on_signal, trainer_kind
+from ..model.trainers import (
+    AXOLOTL,
+    LLAMAFACTORY,
+    TRL,
+    TrainerKind,
+    checkpoints_on_signal,
+    trainer_kind,
+)
 from ..read.axolotl import AXOLOTL_CONFIG_NAME, TRIGGER_FILE
+from ..read.load import Path_
 
 # Step name and Axolotl command, in the order they run.
 AXOLOTL_STEPS = (("preprocess", "preprocess"), ("train", "train"), ("merge", "merge-lora"))
@@ -55,7 +64,20 @@ def trainer_steps(data: dict[str, Any], config: dict[str, Any], *,
     kind = kind_of(data)
     if kind is AXOLOTL:
         return axolotl_steps(data["trainer"]["axolotl"])
+    if kind is LLAMAFACTORY:
+        return llamafactory_steps(data["trainer"]["llamafactory"])
     return trl_steps(data["trainer"]["trl"], _output_dir(config, kind), multi_node=multi_node)
+
+
+def llamafactory_steps(factory: dict[str, Any]) -> tuple[Step, ...]:
+    """llamafactory-cli train on every node (it starts torchrun itself); with an export
+    config, llamafactory-cli export once."""
+    names = dict(LLAMAFACTORY.more_configs)
+    return tuple(Step(name, ("llamafactory-cli", name, config), "all" if name == TRAIN
+                      else "first")
+                 for name, config in ((TRAIN, LLAMAFACTORY.config_name),
+                                      ("export", names["export"]))
+                 if name == TRAIN or name in factory)
 
 
 def trl_steps(trl: dict[str, Any], output_dir: str, *, multi_node: bool) -> tuple[Step, ...]:
@@ -76,6 +98,41 @@ def axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
     return tuple(Step(name, ("axolotl", command, AXOLOTL_CONFIG_NAME, *extra.get(name, ())),
                       "all" if name == TRAIN else "first")
                  for name, command in AXOLOTL_STEPS if enabled[name])
+
+
+def config_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
+    """The trainer's configs given as files (its training config, and any other its record
+    names), with the path each names."""
+    kind = kind_of(data)
+    given = data["trainer"][kind.name]
+    return [(("trainer", kind.name, key), given[key])
+            for key in ("config", *(key for key, _ in kind.more_configs))
+            if isinstance(given.get(key), str)]
+
+
+def more_config_files(data: dict[str, Any], attachments: dict[Path_, str]) -> \
+        tuple[EmbeddedFile, ...]:
+    """The trainer's configs besides the training one, as the job writes them: a file as it
+    is, an inline mapping as YAML."""
+    kind = kind_of(data)
+    given = data["trainer"][kind.name]
+    return tuple(
+        EmbeddedFile(name, attachments[("trainer", kind.name, key)], given[key])
+        if isinstance(given[key], str) else
+        EmbeddedFile(name, dump_config(given[key]), f"trainer.{kind.name}.{key}")
+        for key, name in kind.more_configs if key in given)
+
+
+def trainer_env(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What the job sets for the trainer (its record's env) and, when obc knows the ranks of
+    a node and the trainer's launcher reads them, how many: trainer.<name>.nproc_per_node,
+    else slurm.gpus_per_node, else the GPUs runtime.gpus lists."""
+    kind = kind_of(data)
+    gpus = data["runtime"].get("gpus")
+    ranks = data["trainer"][kind.name].get("nproc_per_node") or \
+        data.get("slurm", {}).get("gpus_per_node") or \
+        (len(gpus) if isinstance(gpus, list) else None)
+    return kind.env + (((kind.ranks_env, str(ranks)),) if kind.ranks_env and ranks else ())
 
 
 def config_file(data: dict[str, Any], text: str | None, parsed: dict[str, Any]) -> EmbeddedFile:

@@ -16,9 +16,10 @@ from ..core.project import source_name
 from ..core.text import quoted
 from ..model.job import Job, SweepRun
 from ..model.trainers import trainer_kind
-from ..normalise import llamafactory
 from ..normalise.normalise import attachment_fields, normalise
+from ..normalise.trainer import config_fields
 from ..read.axolotl import ConfigError, config_place, config_problems, read_config
+from ..read.llamafactory import LLAMAFACTORY_PATHS
 from ..read.load import CONFIG_FIELD, Source, config_field, display_name, load_source
 from ..read.sources import (
     BudgetError,
@@ -137,6 +138,9 @@ def _config_problems(source: Source, attachments: dict) -> list[Diagnostic]:
     if field[1] == "trl":
         return [*trainer_config.problems(where), *config_problems(where, embedded, TRL_PATHS),
                 *trl_problems(where)]
+    if field[1] == "llamafactory":
+        return [*trainer_config.problems(where),
+                *config_problems(where, embedded, LLAMAFACTORY_PATHS)]
     return [*trainer_config.problems(where), *config_problems(where, embedded)]
 
 
@@ -152,10 +156,11 @@ def _run_file_problems(project: Project, path: Path) -> tuple[Source, list[Diagn
 
 def _read_attachments(source: Source, embedding: Embedding) -> tuple[dict, list[Diagnostic]]:
     attachments, problems = {}, []
+    configs = dict(config_fields(source.data)) if trainer_kind(source.data) is not None else {}
     for path, relative in attachment_fields(source.data):
         try:
             text = embedding.read(source.directory / relative)
-            if path == config_field(source.data) or path[:2] == llamafactory.FIELD:
+            if path in configs:
                 read_config(text)
             attachments[path] = text
         except ConfigError as error:  # located in the config file itself

@@ -31,6 +31,8 @@ UNKNOWN_KEY_HINTS = {
                "reads it (plugins:)",
     "trl": "trl sft passes a key it does not know to accelerate launch as --KEY VALUE, "
            "which refuses it; remove it",
+    "llamafactory": "llamafactory-cli train refuses a key of none of its argument "
+                    "dataclasses (HfArgumentParser); remove it",
 }
 
 # The strings pydantic's lax mode reads as booleans, numbers and integers.

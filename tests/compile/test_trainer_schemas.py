@@ -209,7 +209,9 @@ KEYS = {"axolotl": ["adapter", "lora_r", "learning_rat", "bf16", "rl", "chat_tem
                     "plugins", "dynamic_checkpoint", "datasets", "val_set_size",
                     "micro_batch_size"],
         "trl": ["lora_r", "learning_rat", "use_peft", "lr_scheduler_type", "report_to",
-                "lora_target_modules", "num_processes", "save_strategy", "datasets", "env"]}
+                "lora_target_modules", "num_processes", "save_strategy", "datasets", "env"],
+        "llamafactory": ["lora_rank", "learning_rat", "finetuning_type", "stage", "report_to",
+                         "lr_scheduler_type", "do_train", "template", "save_strategy"]}
 
 
 @settings(derandomize=True, database=None, max_examples=600, deadline=None)
