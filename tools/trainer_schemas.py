@@ -179,17 +179,19 @@ def trl_schema(venv: Path) -> tuple[str, dict[str, Any]]:
     return ".".join(found["version"].split(".")[:2]), schema
 
 
-# Run by LLaMA-Factory's venv: prints its version and the fields of the dataclasses
+# Run by LLaMA-Factory's venv: prints its version, the fields of the dataclasses
 # `llamafactory-cli train` reads its config into (hparams/parser.py, _TRAIN_ARGS: ModelArguments,
 # DataArguments, its TrainingArguments on transformers' Seq2SeqTrainingArguments,
-# FinetuningArguments, GeneratingArguments). It loads the config with OmegaConf and hands the
-# mapping to HfArgumentParser.parse_dict, which refuses a key of no dataclass.
+# FinetuningArguments, GeneratingArguments), and the names of those `llamafactory-cli export`
+# reads its config into (_INFER_ARGS, the same but TrainingArguments). It loads a config with
+# OmegaConf and hands the mapping to HfArgumentParser.parse_dict, which refuses a key of no
+# dataclass.
 LLAMAFACTORY_PROGRAM = DATACLASS_FIELDS + """
 from transformers import HfArgumentParser
-from llamafactory.hparams.parser import _TRAIN_ARGS
+from llamafactory.hparams.parser import _INFER_ARGS, _TRAIN_ARGS
 
-json.dump({"version": version("llamafactory"), "fields": fields(HfArgumentParser(_TRAIN_ARGS))},
-          sys.stdout)
+json.dump({"version": version("llamafactory"), "fields": fields(HfArgumentParser(_TRAIN_ARGS)),
+           "export": list(fields(HfArgumentParser(_INFER_ARGS)))}, sys.stdout)
 """
 
 
@@ -200,7 +202,10 @@ def llamafactory_schema(venv: Path) -> tuple[str, dict[str, Any]]:
     schema = {"$comment": f"LLaMA-Factory {found['version']}'s `llamafactory-cli train` "
                           "config, made by python3 -m tools.trainer_schemas; do not edit",
               "type": "object", "properties": found["fields"],
-              "propertyNames": {"enum": sorted(found["fields"])}}
+              "propertyNames": {"enum": sorted(found["fields"])},
+              # The keys an export config may have (trainer.llamafactory.export), each
+              # checked as in a training config.
+              "$defs": {"export_keys": {"enum": sorted(found["export"])}}}
     return ".".join(found["version"].split(".")[:2]), schema
 
 

@@ -18,7 +18,13 @@ from ..model.job import Job, SweepRun
 from ..model.trainers import trainer_kind
 from ..normalise.normalise import attachment_fields, normalise
 from ..normalise.trainer import config_fields
-from ..read.axolotl import ConfigError, config_place, config_problems, read_config
+from ..read.axolotl import (
+    ConfigError,
+    ConfigPlace,
+    config_place,
+    config_problems,
+    read_config,
+)
 from ..read.llamafactory import LLAMAFACTORY_PATHS
 from ..read.load import CONFIG_FIELD, Source, config_field, display_name, load_source
 from ..read.sources import (
@@ -140,8 +146,22 @@ def _config_problems(source: Source, attachments: dict) -> list[Diagnostic]:
                 *trl_problems(where)]
     if field[1] == "llamafactory":
         return [*trainer_config.problems(where),
-                *config_problems(where, embedded, LLAMAFACTORY_PATHS)]
+                *config_problems(where, embedded, LLAMAFACTORY_PATHS),
+                *_export_problems(source, attachments)]
     return [*trainer_config.problems(where), *config_problems(where, embedded)]
+
+
+def _export_problems(source: Source, attachments: dict) -> list[Diagnostic]:
+    """LLaMA-Factory's export config, which runs only after train, must be one its export
+    takes (its paths may be what train makes, so they are not looked for)."""
+    field = ("trainer", "llamafactory", "export")
+    export = source.data["trainer"]["llamafactory"].get("export")
+    if export is None:
+        return []
+    where = ConfigPlace(source, export, "", field) if isinstance(export, dict) else \
+        ConfigPlace(source, read_config(attachments[field]),
+                    display_name(source.directory / export), field)
+    return trainer_config.problems(where, "export_keys")
 
 
 def _run_file_problems(project: Project, path: Path) -> tuple[Source, list[Diagnostic]]:

@@ -47,7 +47,8 @@ def test_llamafactory_takes_no_checkpoint_on_a_signal(tmp_path):
 def test_the_steps_and_the_rendezvous_on_several_nodes(tmp_path):
     run_file = tmp_path / "run.yaml"
     run_file.write_text("version: 1\nid: r\nruntime: {kind: native}\n"
-                        "trainer: {llamafactory: {config: {output_dir: o}, export: {x: 1}}}\n"
+                        "trainer: {llamafactory: {config: {output_dir: o},\n"
+                        "                         export: {export_dir: m}}}\n"
                         "slurm: {nodes: 2, gpus_per_node: 4}\n")
     assert run_obc("compile", str(run_file), "-o", str(tmp_path / "out")).code == 0
     lines = (tmp_path / "out/r/job.sh").read_text().splitlines()
@@ -125,7 +126,7 @@ def test_a_config_llamafactory_rejects_fails_compile_located_in_it(
 def test_an_unknown_key_says_llamafactory_refuses_it(tmp_path: Path):
     [found] = _compile(tmp_path, CONFIG + "lora_rnak: 8\n")
     assert "did you mean 'lora_rank'?" in found
-    assert "hint: llamafactory-cli train refuses a key of none of its argument dataclasses" \
+    assert "hint: llamafactory-cli refuses a key of none of its argument dataclasses" \
         in found, found
 
 
@@ -167,3 +168,52 @@ def test_the_step_name_export_is_taken_by_llamafactory(tmp_path: Path):
     run_file = RUN_FILE + "steps:\n  - {name: export, run: [echo]}\n"
     [found] = _compile(tmp_path, CONFIG, run_file)
     assert "step name 'export' is taken by trainer.llamafactory" in found, found
+
+
+# Export runs after train, hours later: its config is checked as the training config, with
+# the keys `llamafactory-cli export` reads (no TrainingArguments).
+EXPORT = """\
+model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+adapter_name_or_path: saves/llama3-8b/lora/sft
+finetuning_type: lora
+export_dir: output/merged
+"""
+
+
+def _compile_export(folder: Path, export: str) -> list[str]:
+    (folder / "export.yaml").write_text(export)
+    return _compile(folder, CONFIG, RUN_FILE + "    export: export.yaml\n")
+
+
+def test_an_export_config_llamafactory_takes_compiles(tmp_path: Path):
+    # adapter_name_or_path is what train makes: not looked for in the run dir.
+    assert _compile_export(tmp_path, EXPORT) == []
+
+
+@pytest.mark.parametrize(("line", "wrong", "where", "message"), [
+    ("export_dir: output/merged", "export_dri: output/merged", "4:1",
+     "export_dri: not a key of LLaMA-Factory 0.9's export config; did you mean 'export_dir'?"),
+    ("finetuning_type: lora", "learning_rate: 1.0e-4", "3:1",
+     "learning_rate: not a key of LLaMA-Factory 0.9's export config"),
+    ("finetuning_type: lora", "export_device: gpu", "3:16",
+     "export_device: 'gpu' is not one of cpu, auto"),
+])
+def test_an_export_config_llamafactory_rejects_fails_compile_located_in_it(
+        tmp_path: Path, line: str, wrong: str, where: str, message: str):
+    [found] = _compile_export(tmp_path, EXPORT.replace(line, wrong))
+    assert found.startswith(f"{display_name(tmp_path / 'run.yaml')}:7:13: error: "
+                            f"trainer.llamafactory.export: "
+                            f"{display_name(tmp_path / 'export.yaml')}:{where}: {message}"), found
+
+
+def test_an_inline_export_config_is_located_in_the_run_file(tmp_path: Path):
+    run_file = RUN_FILE + "    export: {export_dir: merged, export_size: big}\n"
+    [found] = _compile(tmp_path, CONFIG, run_file)
+    assert found.startswith(f"{display_name(tmp_path / 'run.yaml')}:7:47: error: "
+                            "trainer.llamafactory.export.export_size: expected an integer"), found
+
+
+def test_an_unknown_release_is_said_once(tmp_path: Path):
+    (tmp_path / "export.yaml").write_text(EXPORT)
+    found = _compile(tmp_path, CONFIG, RUN_FILE + "    export: export.yaml\n    version: '0.8'\n")
+    assert len(found) == 1 and "obc has no schema of LLaMA-Factory 0.8" in found[0], found
