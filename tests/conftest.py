@@ -27,13 +27,13 @@ STUBS = TESTS / "support" / "stubs"
 # What a test needs beyond Python is a marker (pyproject.toml says what each needs; README,
 # "Tests"): every test in the folder of tests/ that holds that need has it...
 FOLDER_NEEDS = {"script": "shells", "engines": "engines", "slurm": "slurm", "axolotl": "axolotl",
-                "trl": "trl", "packaging": "packaging"}
+                "trl": "trl", "llamafactory": "llamafactory", "packaging": "packaging"}
 # ...and so has any test elsewhere that asks for a fixture starting the real thing, directly
 # or through another fixture (a parameter of the same name is no need).
 FIXTURE_NEEDS = {"podman": "engines", "docker": "engines", "test_image_tar": "engines",
                  "cleanup": "engines", "token_service": "engines", "start_registry": "engines",
                  "slurm": "slurm", "pyxis": "slurm", "axolotl_venv": "axolotl",
-                 "trl_venv": "trl"}
+                 "trl_venv": "trl", "llamafactory_venv": "llamafactory"}
 
 # How each POSIX shell of the matrix is started.
 SHELLS: dict[str, list[str]] = {
@@ -321,8 +321,9 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
 
 # As fixtures for every test module: the real engines of tests/support/engines.py, and real Axolotl
 # (tests/support/axolotl.py: its venv, the tiny model, the image that runs them) and real TRL
-# (tests/support/trl.py).
+# (tests/support/trl.py) and LLaMA-Factory (tests/support/llamafactory.py).
 from tests.support.axolotl import axolotl_image, axolotl_venv, tiny_model  # noqa: E402,F401
 from tests.support.engines import cleanup, docker, podman, test_image_tar  # noqa: E402,F401
+from tests.support.llamafactory import llamafactory_venv, tiny_factory  # noqa: E402,F401
 from tests.support.registry import start_registry, token_service  # noqa: E402,F401
 from tests.support.trl import tiny_sft, trl_venv  # noqa: E402,F401

@@ -3,6 +3,7 @@ schemas/trainers/<trainer>-<major.minor>.json (README, "Axolotl's config, checke
 
     python3 -m tools.trainer_schemas axolotl /opt/obc-axolotl
     python3 -m tools.trainer_schemas trl /opt/obc-trl
+    python3 -m tools.trainer_schemas llamafactory /opt/obc-llamafactory
 
 The trainer is imported only here, in its own venv (given), never by obc: the venv's Python
 prints the schema, and this keeps what a check needs (no descriptions or defaults), adds
@@ -96,18 +97,14 @@ def dump(schema: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(top) + "\n}\n"
 
 
-# Run by TRL's venv: prints TRL's version; the schema of each field of `trl sft`'s dataclasses
-# (ScriptArguments, SFTConfig, ModelConfig, DatasetMixtureConfig, read by transformers'
-# HfArgumentParser) from its type hint, since TrlParser hands a config's values to the
-# dataclasses as they are (argparse converts only a string); and the options of `accelerate
-# launch` that take a value, to which `trl sft` passes any other key of the config as
-# `--KEY VALUE` (trl/scripts/utils.py, set_defaults_with_config). A type it cannot say in
-# JSON (a torch dtype, a callable) leaves the value unchecked rather than guessed.
-TRL_PROGRAM = """
+# Run by a trainer's venv before its own lines: `fields(parser)` is the schema of each field of
+# the dataclasses a transformers HfArgumentParser reads, from its type hint, for a trainer
+# that hands a config's values to the dataclasses as they are (argparse converts only a
+# string). A type it cannot say in JSON (a torch dtype, a callable) leaves the value unchecked
+# rather than guessed.
+DATACLASS_FIELDS = """
 import dataclasses, enum, json, sys, types, typing
 from importlib.metadata import version
-from accelerate.commands.launch import launch_command_parser
-from trl.scripts.sft import make_parser
 
 SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean",
            type(None): "null", dict: "object", list: "array"}
@@ -124,7 +121,7 @@ def schema(hint):
         branches = [schema(arg) for arg in args]
         # transformers takes `SchedulerType | str` and turns the string into the enum in
         # __post_init__: only the enum's values pass.
-        if any("enum" in branch for branch in branches):
+        if any("enum" in branch for branch in branches) and {"type": "string"} in branches:
             branches.remove({"type": "string"})
         return {} if {} in branches else branches[0] if len(branches) == 1 \
             else {"anyOf": branches}
@@ -142,6 +139,16 @@ def fields(parser):
             if field.init:
                 found[field.name] = schema(hints[field.name])
     return found
+"""
+
+# Run by TRL's venv: prints TRL's version; the fields of `trl sft`'s dataclasses
+# (ScriptArguments, SFTConfig, ModelConfig, DatasetMixtureConfig), as TrlParser reads a
+# config; and the options of `accelerate launch` that take a value, to which `trl sft` passes
+# any other key of the config as `--KEY VALUE` (trl/scripts/utils.py,
+# set_defaults_with_config).
+TRL_PROGRAM = DATACLASS_FIELDS + """
+from accelerate.commands.launch import launch_command_parser
+from trl.scripts.sft import make_parser
 
 ARGPARSE = {"str": "string", "int": "integer", "float": "number"}
 launch = {action.dest: ({"enum": list(action.choices)} if action.choices else
@@ -172,12 +179,43 @@ def trl_schema(venv: Path) -> tuple[str, dict[str, Any]]:
     return ".".join(found["version"].split(".")[:2]), schema
 
 
+# Run by LLaMA-Factory's venv: prints its version, the fields of the dataclasses
+# `llamafactory-cli train` reads its config into (hparams/parser.py, _TRAIN_ARGS: ModelArguments,
+# DataArguments, its TrainingArguments on transformers' Seq2SeqTrainingArguments,
+# FinetuningArguments, GeneratingArguments), and the names of those `llamafactory-cli export`
+# reads its config into (_INFER_ARGS, the same but TrainingArguments). It loads a config with
+# OmegaConf and hands the mapping to HfArgumentParser.parse_dict, which refuses a key of no
+# dataclass.
+LLAMAFACTORY_PROGRAM = DATACLASS_FIELDS + """
+from transformers import HfArgumentParser
+from llamafactory.hparams.parser import _INFER_ARGS, _TRAIN_ARGS
+
+json.dump({"version": version("llamafactory"), "fields": fields(HfArgumentParser(_TRAIN_ARGS)),
+           "export": list(fields(HfArgumentParser(_INFER_ARGS)))}, sys.stdout)
+"""
+
+
+def llamafactory_schema(venv: Path) -> tuple[str, dict[str, Any]]:
+    """Return LLaMA-Factory's major.minor version in `venv` and the schema of the config of
+    `llamafactory-cli train`."""
+    found = json.loads(_run(venv, LLAMAFACTORY_PROGRAM))
+    schema = {"$comment": f"LLaMA-Factory {found['version']}'s `llamafactory-cli train` "
+                          "config, made by python3 -m tools.trainer_schemas; do not edit",
+              "type": "object", "properties": found["fields"],
+              "propertyNames": {"enum": sorted(found["fields"])},
+              # The keys an export config may have (trainer.llamafactory.export), each
+              # checked as in a training config.
+              "$defs": {"export_keys": {"enum": sorted(found["export"])}}}
+    return ".".join(found["version"].split(".")[:2]), schema
+
+
 def _run(venv: Path, program: str) -> str:
     return subprocess.run([str(venv / "bin" / "python"), "-c", program], check=True,
                           capture_output=True, text=True).stdout
 
 
-TRAINERS = {"axolotl": axolotl_schema, "trl": trl_schema}
+TRAINERS = {"axolotl": axolotl_schema, "trl": trl_schema,
+            "llamafactory": llamafactory_schema}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,9 @@ DEFAULT_TORCHRUN_OUTPUT_DIR = "output"
 DEFAULT_NPROC_PER_NODE = 1
 # The TRL release a trainer.trl config is checked against when the run file names none.
 DEFAULT_TRL_VERSION = "1.16"
+# The LLaMA-Factory release a trainer.llamafactory config is checked against when the run
+# file names none.
+DEFAULT_LLAMAFACTORY_VERSION = "0.9"
 # Seconds a stopped step has between TERM and KILL: a trainer that saves on TERM needs more
 # than the engines' 10 s.
 DEFAULT_STOP_TIMEOUT = 60
@@ -70,6 +73,7 @@ RUN_FILE_DEFAULTS = {
     "trainer.axolotl.resume": DEFAULT_RESUME,
     "trainer.axolotl.version": DEFAULT_AXOLOTL_VERSION,
     "trainer.llamafactory.resume": DEFAULT_RESUME,
+    "trainer.llamafactory.version": DEFAULT_LLAMAFACTORY_VERSION,
     "trainer.torchrun.launcher": DEFAULT_LAUNCHER,
     "trainer.torchrun.output_dir": DEFAULT_TORCHRUN_OUTPUT_DIR,
     "trainer.torchrun.resume.from": DEFAULT_RESUME,

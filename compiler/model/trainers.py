@@ -9,6 +9,7 @@ from typing import Any
 
 from .defaults import (
     DEFAULT_AXOLOTL_VERSION,
+    DEFAULT_LLAMAFACTORY_VERSION,
     DEFAULT_OUTPUT_DIR,
     DEFAULT_TORCHRUN_OUTPUT_DIR,
     DEFAULT_TRAINER_OUTPUT_DIR,
@@ -29,7 +30,10 @@ class TrainerKind:
     (None: the run file names it), what the job sets in the environment so that it sends no
     telemetry, the release its config is checked against by default (None: no schema),
     whether it saves a checkpoint when asked (checkpoint.on_signal), and whether obc's
-    default image (Axolotl's: torch, torchrun, accelerate) runs it."""
+    default image (Axolotl's: torch, torchrun, accelerate) runs it; its configs besides the
+    training one (a key under trainer.<name>, and the file it is written to in the run dir),
+    what the job sets for it to start its own launcher, and the variable that tells that
+    launcher the ranks of a node."""
 
     name: str
     title: str
@@ -41,6 +45,9 @@ class TrainerKind:
     version: str | None
     checkpoints_on_signal: bool
     in_default_image: bool = False
+    more_configs: tuple[tuple[str, str], ...] = ()
+    launch_env: tuple[tuple[str, str], ...] = ()
+    ranks_env: str | None = None
 
     @property
     def config_field(self) -> tuple[str, ...] | None:
@@ -56,8 +63,9 @@ class TrainerKind:
 
     @property
     def env(self) -> tuple[tuple[str, str], ...]:
-        """What a job of this trainer sets in its environment: no telemetry, and W&B resumed."""
-        return (*self.no_telemetry, *WANDB_RESUME)
+        """What a job of this trainer sets in its environment: its launcher's switch, no
+        telemetry, and W&B resumed."""
+        return (*self.launch_env, *self.no_telemetry, *WANDB_RESUME)
 
 
 AXOLOTL = TrainerKind(
@@ -77,7 +85,19 @@ TRL = TrainerKind(
 TORCHRUN = TrainerKind(
     "torchrun", "the script", None, ("train",), DEFAULT_TORCHRUN_OUTPUT_DIR, None,
     HF_NO_TELEMETRY, None, checkpoints_on_signal=True, in_default_image=True)
-TRAINER_KINDS = {kind.name: kind for kind in (AXOLOTL, TRL, TORCHRUN)}
+# llamafactory-cli reads the config, then key=value words that override it (hparams/parser.py,
+# read_args: OmegaConf.from_cli); an explicit resume_from_checkpoint wins over its own search
+# of output_dir (parser.py, get_train_args: get_last_checkpoint only when it is None). With
+# FORCE_TORCHRUN, `llamafactory-cli train` starts torchrun itself with NNODES, NODE_RANK,
+# NPROC_PER_NODE, MASTER_ADDR and MASTER_PORT from the environment (launcher.py), which
+# obc's rendezvous exports on several nodes; without it, a CPU gets no ranks at all.
+LLAMAFACTORY = TrainerKind(
+    "llamafactory", "LLaMA-Factory", "llamafactory.yaml", ("train", "export"),
+    DEFAULT_TRAINER_OUTPUT_DIR, "resume_from_checkpoint=",
+    HF_NO_TELEMETRY, DEFAULT_LLAMAFACTORY_VERSION, checkpoints_on_signal=False,
+    more_configs=(("export", "llamafactory-export.yaml"),),
+    launch_env=(("FORCE_TORCHRUN", "1"),), ranks_env="NPROC_PER_NODE")
+TRAINER_KINDS = {kind.name: kind for kind in (AXOLOTL, TRL, TORCHRUN, LLAMAFACTORY)}
 
 
 def trainer_kind(data: Any) -> TrainerKind | None:
@@ -95,9 +115,8 @@ def config_field(data: Any) -> tuple[str, ...] | None:
     return None if kind is None else kind.config_field
 
 
-# Every trainer a run file can name under `trainer:` (the schema's keys): the records above,
-# and trainer.llamafactory, which has none yet (normalise/llamafactory.py holds its facts).
-TRAINER_NAMES = ("axolotl", "trl", "torchrun", "llamafactory")
+# Every trainer a run file can name under `trainer:` (the schema's keys).
+TRAINER_NAMES = tuple(TRAINER_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +136,7 @@ CONFIG_SIGNATURES = (
                     ("base_model", "micro_batch_size", "num_epochs", "sequence_len")),
     ConfigSignature(TRL.name, TRL.title, ("dataset_name", "dataset_text_field", "use_peft")),
     # LLaMA-Factory 0.9.5's hparams (FinetuningArguments, DataArguments).
-    ConfigSignature("llamafactory", "LLaMA-Factory",
+    ConfigSignature(LLAMAFACTORY.name, LLAMAFACTORY.title,
                     ("stage", "finetuning_type", "template", "cutoff_len")),
 )
 

@@ -49,7 +49,7 @@ from ..model.slurm import Slurm, default_signal
 from ..model.trainers import AXOLOTL, TRL, config_field, trainer_kind
 from ..read.axolotl import read_config
 from ..read.load import Path_
-from . import llamafactory, torchrun, trainer
+from . import torchrun, trainer
 
 # A trainer sends no telemetry, and a resumed run continues its W&B run (model/trainers.py).
 NO_TELEMETRY = AXOLOTL.no_telemetry
@@ -57,7 +57,8 @@ AXOLOTL_ENV = AXOLOTL.env
 # Each trainer's part of the job, by its record's name (model/trainers.py): a module with
 # attachment_fields, steps, files, checkpoints, signal_checkpoint and launcher, each given
 # the trainer's config as data (None for a trainer without one).
-TRAINER_PARTS: dict[str, ModuleType] = {"axolotl": trainer, "trl": trainer, "torchrun": torchrun}
+TRAINER_PARTS: dict[str, ModuleType] = {
+    "axolotl": trainer, "trl": trainer, "llamafactory": trainer, "torchrun": torchrun}
 # Slurm: the log in the directory sbatch runs in (an #SBATCH line cannot say $HOME, and the
 # run dir may not exist before the job creates it).
 WANDB_GROUP = "WANDB_RUN_GROUP"
@@ -67,8 +68,6 @@ def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
     """Return the fields that name files to embed, with the path each names."""
     part = _trainer_part(data)
     fields = [] if part is None else part.attachment_fields(data)
-    if "llamafactory" in data.get("trainer", {}):
-        fields += llamafactory.config_fields(data)
     fields += [(("files", name), source) for name, source in data.get("files", {}).items()]
     return fields
 
@@ -90,7 +89,6 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     config = _trainer_config(data, attachments)
     mounts = None if kind == "native" else runtime_model.mounts
     part = _trainer_part(data)
-    factory = _llamafactory_config(data, attachments)
     return Job(
         id=job_id,
         source_file=source_file,
@@ -107,8 +105,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
         stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
         slurm=slurm,
-        checkpoints=llamafactory.checkpoints(data, factory, mounts) if factory is not None else
-        None if part is None else part.checkpoints(data, config, mounts),
+        checkpoints=None if part is None else part.checkpoints(data, config, mounts),
         on_signal=None if part is None else part.signal_checkpoint(data, config),
         retry=_retry(data.get("retry")),
         sweep=sweep,
@@ -125,22 +122,11 @@ def _trainer_part(data: dict[str, Any]) -> ModuleType | None:
 
 def _trainer_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
         dict[str, Any] | None:
-    """The trainer's config as data (Axolotl's, TRL's): what a config file holds, or the inline
-    mapping; None for a trainer without one."""
+    """The trainer's config as data (Axolotl's, TRL's, LLaMA-Factory's): what a config file
+    holds, or the inline mapping; None for a trainer without one."""
     field = config_field(data)
-    return None if field is None else _config_at(data, attachments, field)
-
-
-def _llamafactory_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
-        dict[str, Any] | None:
-    """LLaMA-Factory's training config as data: what its file holds, or the inline mapping."""
-    return _config_at(data, attachments, llamafactory.CONFIG_FIELD) \
-        if "llamafactory" in data.get("trainer", {}) else None
-
-
-def _config_at(data: dict[str, Any], attachments: dict[Path_, str], field: Path_) -> \
-        dict[str, Any]:
-    """The config at `field` (trainer.NAME.config) as data: its file's, or the inline mapping."""
+    if field is None:
+        return None
     config = data["trainer"][field[1]]["config"]
     return read_config(attachments[field]) if isinstance(config, str) else config
 
@@ -191,9 +177,7 @@ def _steps(data: dict[str, Any], part: ModuleType | None, config: dict[str, Any]
            multi_node: bool) -> tuple[Step, ...]:
     """The trainer's steps, then the explicit ones; only train runs on every node unless a
     step says otherwise."""
-    trainers = data.get("trainer", {})
-    first = part.steps(data, config, multi_node=multi_node) if part is not None \
-        else llamafactory.steps(data) if "llamafactory" in trainers else ()
+    first = part.steps(data, config, multi_node=multi_node) if part is not None else ()
     return first + tuple(
         Step(step["name"], tuple(step["run"]),
              step.get("nodes", "all" if step["name"] == "train" else "first"))
@@ -234,8 +218,6 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun 
     if sweep is not None and sweep.config_file is not None:  # the trainer's config, patched
         files = [dataclasses.replace(file, origin=f"{sweep.config_file}, patched")
                  if file.path == trainer.kind_of(data).config_name else file for file in files]
-    if "llamafactory" in data.get("trainer", {}):
-        files += llamafactory.files(data, attachments)
     for name, source in data.get("files", {}).items():
         files.append(EmbeddedFile(name, attachments[("files", name)], source))
     return tuple(files)
@@ -244,10 +226,8 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun 
 def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str], ...]:
     env = {name: str(value["value"] if isinstance(value, dict) else value)
            for name, value in data.get("env", {}).items()}
-    trainers = data.get("trainer", {})
-    kind = trainer_kind(data)
-    defaults = kind.env if kind is not None else \
-        llamafactory.env(data) if "llamafactory" in trainers else \
+    part = _trainer_part(data)
+    defaults = part.env(data) if part is not None else \
         NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
     secrets = {_secret(item).name for item in data.get("secrets", ())}
     if sweep is not None and WANDB_GROUP not in secrets:

@@ -64,6 +64,11 @@ def files(data: dict[str, Any], attachments: dict[Path_, str],
     return (EmbeddedFile(script_name(torchrun), attachments[SCRIPT_FIELD], torchrun["script"]),)
 
 
+def env(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What the job sets for the script: its record's env."""
+    return TORCHRUN.env
+
+
 def signal_checkpoint(data: dict[str, Any], config: None) -> OnSignal | None:
     """On a stop signal the script saves by itself (it has TERM from its launcher): the job
     gives train the grace to."""

@@ -1,8 +1,9 @@
-"""Normalising `trainer.axolotl` and `trainer.trl`: their steps, the config written into the run
-dir, where train resumes from and how it checkpoints on a stop signal (the parts of a trainer
-normalise.py asks each trainer's module for: attachment_fields, steps, files, checkpoints,
-signal_checkpoint, launcher). Part of the normalise stage: the input is valid, so nothing here
-reports problems (axolotl.config_problems has reported them)."""
+"""Normalising a trainer with a config (`trainer.axolotl`, `trainer.trl`,
+`trainer.llamafactory`): its steps, the configs written into the run dir, its environment,
+where train resumes from and how it checkpoints on a stop signal (the parts of a trainer
+normalise.py asks each trainer's module for: attachment_fields, steps, files, env,
+checkpoints, signal_checkpoint, launcher). Part of the normalise stage: the input is valid,
+so nothing here reports problems (axolotl.config_problems has reported them)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,10 @@ from ..model.launcher import Launcher
 from ..model.runtimes import Mount, host_folder
 from ..model.trainers import (
     AXOLOTL,
+    LLAMAFACTORY,
     TRL,
     TrainerKind,
     checkpoints_on_signal,
-    config_field,
     trainer_kind,
 )
 from ..read.axolotl import AXOLOTL_CONFIG_NAME, TRIGGER_FILE
@@ -64,7 +65,20 @@ def steps(data: dict[str, Any], config: dict[str, Any], *, multi_node: bool) -> 
     kind = kind_of(data)
     if kind is AXOLOTL:
         return axolotl_steps(data["trainer"]["axolotl"])
+    if kind is LLAMAFACTORY:
+        return llamafactory_steps(data["trainer"]["llamafactory"])
     return trl_steps(data["trainer"]["trl"], _output_dir(config, kind), multi_node=multi_node)
+
+
+def llamafactory_steps(factory: dict[str, Any]) -> tuple[Step, ...]:
+    """llamafactory-cli train on every node (it starts torchrun itself); with an export
+    config, llamafactory-cli export once."""
+    names = dict(LLAMAFACTORY.more_configs)
+    return tuple(Step(name, ("llamafactory-cli", name, config), "all" if name == TRAIN
+                      else "first")
+                 for name, config in ((TRAIN, LLAMAFACTORY.config_name),
+                                      ("export", names["export"]))
+                 if name == TRAIN or name in factory)
 
 
 def trl_steps(trl: dict[str, Any], output_dir: str, *, multi_node: bool) -> tuple[Step, ...]:
@@ -88,24 +102,43 @@ def axolotl_steps(axolotl: dict[str, Any]) -> tuple[Step, ...]:
 
 
 def attachment_fields(data: dict[str, Any]) -> list[tuple[Path_, str]]:
-    """The config, when the run file names its file."""
-    field = config_field(data)
-    assert field is not None  # Axolotl and TRL have a config
-    config = data["trainer"][field[1]]["config"]
-    return [(field, config)] if isinstance(config, str) else []
+    """The trainer's configs given as files (its training config, and any other its record
+    names), with the path each names."""
+    kind = kind_of(data)
+    given = data["trainer"][kind.name]
+    return [(("trainer", kind.name, key), given[key])
+            for key in ("config", *(key for key, _ in kind.more_configs))
+            if isinstance(given.get(key), str)]
 
 
 def files(data: dict[str, Any], attachments: dict[Path_, str],
           config: dict[str, Any]) -> tuple[EmbeddedFile, ...]:
-    """The trainer's config, as the job writes it into the run dir."""
-    field = config_field(data)
-    assert field is not None  # Axolotl and TRL have a config
-    return (config_file(data, attachments.get(field), config),)
+    """The trainer's configs, as the job writes them into the run dir: its training config,
+    then the others its record names (a file as it is, an inline mapping as YAML)."""
+    kind = kind_of(data)
+    given = data["trainer"][kind.name]
+    return (config_file(data, attachments.get(("trainer", kind.name, "config")), config),
+            *(EmbeddedFile(name, attachments[("trainer", kind.name, key)], given[key])
+              if isinstance(given[key], str) else
+              EmbeddedFile(name, dump_config(given[key]), f"trainer.{kind.name}.{key}")
+              for key, name in kind.more_configs if key in given))
+
+
+def env(data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What the job sets for the trainer (its record's env) and, when obc knows the ranks of
+    a node and the trainer's launcher reads them, how many: trainer.<name>.nproc_per_node,
+    else slurm.gpus_per_node, else the GPUs runtime.gpus lists."""
+    kind = kind_of(data)
+    gpus = data["runtime"].get("gpus")
+    ranks = data["trainer"][kind.name].get("nproc_per_node") or \
+        data.get("slurm", {}).get("gpus_per_node") or \
+        (len(gpus) if isinstance(gpus, list) else None)
+    return kind.env + (((kind.ranks_env, str(ranks)),) if kind.ranks_env and ranks else ())
 
 
 def launcher(data: dict[str, Any]) -> Launcher | None:
-    """Axolotl and TRL start their own ranks (torchrun is in train's command, on several nodes):
-    no launcher of obc's."""
+    """Axolotl, TRL and LLaMA-Factory start their own ranks (torchrun is in train's command,
+    or started by the trainer itself): no launcher of obc's."""
     return None
 
 

@@ -16,9 +16,16 @@ from ..core.project import source_name
 from ..core.text import quoted
 from ..model.job import Job, SweepRun
 from ..model.trainers import config_field
-from ..normalise import llamafactory
+from ..normalise import trainer
 from ..normalise.normalise import attachment_fields, normalise
-from ..read.axolotl import ConfigError, config_place, config_problems, read_config
+from ..read.axolotl import (
+    ConfigError,
+    ConfigPlace,
+    config_place,
+    config_problems,
+    read_config,
+)
+from ..read.llamafactory import LLAMAFACTORY_PATHS
 from ..read.load import Source, display_name, load_source
 from ..read.sources import (
     BudgetError,
@@ -139,7 +146,24 @@ def _config_problems(source: Source, attachments: dict) -> list[Diagnostic]:
     if field[1] == "trl":
         return [*trainer_config.problems(where), *config_problems(where, embedded, TRL_PATHS),
                 *trl_problems(where)]
+    if field[1] == "llamafactory":
+        return [*trainer_config.problems(where),
+                *config_problems(where, embedded, LLAMAFACTORY_PATHS),
+                *_export_problems(source, attachments)]
     return [*trainer_config.problems(where), *config_problems(where, embedded)]
+
+
+def _export_problems(source: Source, attachments: dict) -> list[Diagnostic]:
+    """LLaMA-Factory's export config, which runs only after train, must be one its export
+    takes (its paths may be what train makes, so they are not looked for)."""
+    field = ("trainer", "llamafactory", "export")
+    export = source.data["trainer"]["llamafactory"].get("export")
+    if export is None:
+        return []
+    where = ConfigPlace(source, export, "", field) if isinstance(export, dict) else \
+        ConfigPlace(source, read_config(attachments[field]),
+                    display_name(source.directory / export), field)
+    return trainer_config.problems(where, "export_keys")
 
 
 def _run_file_problems(project: Project, path: Path) -> tuple[Source, list[Diagnostic]]:
@@ -154,10 +178,13 @@ def _run_file_problems(project: Project, path: Path) -> tuple[Source, list[Diagn
 
 def _read_attachments(source: Source, embedding: Embedding) -> tuple[dict, list[Diagnostic]]:
     attachments, problems = {}, []
+    # The trainer's configs given as files (a script under torchrun is no YAML).
+    configs = dict(trainer.attachment_fields(source.data)) \
+        if config_field(source.data) is not None else {}
     for path, relative in attachment_fields(source.data):
         try:
             text = embedding.read(source.directory / relative)
-            if path == config_field(source.data) or path[:2] == llamafactory.FIELD:
+            if path in configs:
                 read_config(text)
             attachments[path] = text
         except ConfigError as error:  # located in the config file itself

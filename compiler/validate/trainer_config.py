@@ -31,6 +31,8 @@ UNKNOWN_KEY_HINTS = {
                "reads it (plugins:)",
     "trl": "trl sft passes a key it does not know to accelerate launch as --KEY VALUE, "
            "which refuses it; remove it",
+    "llamafactory": "llamafactory-cli refuses a key of none of its argument dataclasses "
+                    "(HfArgumentParser); remove it",
 }
 
 # The strings pydantic's lax mode reads as booleans, numbers and integers.
@@ -40,29 +42,38 @@ _NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*|\s*[+-]?(inf|
 _INTEGER = re.compile(r"\s*[+-]?\d+\s*")
 
 
-def problems(where: ConfigPlace) -> list[Diagnostic]:
-    """Return what the run file's release of its trainer would reject in its config, sorted."""
+def problems(where: ConfigPlace, keys: str | None = None) -> list[Diagnostic]:
+    """Return what the run file's release of its trainer would reject in its config, sorted;
+    `keys` names the schema's list ($defs) of the keys another of its configs may have
+    (LLaMA-Factory's export_keys), whose values are checked as in the training config."""
     kind = trainer_kind(where.source.data)
     assert kind is not None  # a valid run file's trainer is one obc knows
     version = where.source.data["trainer"][kind.name].get("version", kind.version)
     known = trainer_schema_versions(kind.name)
-    if version not in known:
-        return [where.source.problem(("trainer", kind.name, "version"),
-                                     f"obc has no schema of {kind.title} {version}",
-                                     f"obc checks the configs of {kind.title} "
-                                     f"{', '.join(known)}")]
-    schema = trainer_schema(kind.name, version)
+    if version not in known:  # said once, for the training config
+        return [] if keys else [where.source.problem(
+            ("trainer", kind.name, "version"), f"obc has no schema of {kind.title} {version}",
+            f"obc checks the configs of {kind.title} {', '.join(known)}")]
+    schema = _schema(kind.name, version, keys)
     if fastschema.is_valid(schema, where.config):
         return []
-    release = f"{kind.title} {version}"
-    return sorted({where.problem(keys, message, hint, key=at_key)
-                   for error in _validator(kind.name, version).iter_errors(where.config)
-                   for keys, at_key, message, hint in _explain(error, release, schema,
+    # Whose config: "LLaMA-Factory 0.9's export config" for its export_keys.
+    release = f"{kind.title} {version}'s {keys.removesuffix('_keys') + ' ' if keys else ''}config"
+    return sorted({where.problem(path, message, hint, key=at_key)
+                   for error in _validator(kind.name, version, keys).iter_errors(where.config)
+                   for path, at_key, message, hint in _explain(error, release, schema,
                                                                UNKNOWN_KEY_HINTS[kind.name])})
 
 
 @cache
-def _validator(trainer: str, version: str) -> Validator:
+def _schema(trainer: str, version: str, keys: str | None) -> dict[str, Any]:
+    """The trainer's schema, its keys those the list `keys` of its $defs names if given."""
+    schema = trainer_schema(trainer, version)
+    return schema if keys is None else {**schema, "propertyNames": schema["$defs"][keys]}
+
+
+@cache
+def _validator(trainer: str, version: str, keys: str | None = None) -> Validator:
     from jsonschema import Draft202012Validator, validators  # noqa: PLC0415
 
     types = Draft202012Validator.TYPE_CHECKER.redefine_many({
@@ -74,7 +85,7 @@ def _validator(trainer: str, version: str) -> Validator:
         or isinstance(value, str) and _NUMBER.fullmatch(value) is not None,
     })
     lax = validators.extend(Draft202012Validator, type_checker=types)
-    return lax(trainer_schema(trainer, version))
+    return lax(_schema(trainer, version, keys))
 
 
 def _is_number(value: Any) -> bool:
@@ -86,14 +97,14 @@ Explanation = tuple[Path_, bool, str, str | None]
 
 def _explain(error: ValidationError, release: str, root: dict[str, Any], unknown_hint: str) -> \
         Iterator[Explanation]:
-    """Turn one jsonschema error into what is wrong, at which keys of the config (`root` is
-    the schema, whose definitions name what a value may be; `unknown_hint` says what to do
-    about an unknown key)."""
+    """Turn one jsonschema error into what is wrong, at which keys of the config (`release`
+    says whose config it is, `root` is the schema, whose definitions name what a value may
+    be; `unknown_hint` says what to do about an unknown key)."""
     path: Path_ = tuple(error.absolute_path)
     if "propertyNames" in error.absolute_schema_path:
         known = error.schema["enum"]
         yield (*path, error.instance), True, \
-            f"not a key of {release}'s config" \
+            f"not a key of {release}" \
             f"{did_you_mean(str(error.instance), known)}", unknown_hint
     elif error.validator in ("anyOf", "oneOf"):
         yield from _alternatives(error, release, root, unknown_hint)

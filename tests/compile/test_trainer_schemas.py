@@ -2,8 +2,8 @@
 own models for the release the run names (README, "Axolotl's config, checked"): unknown keys,
 wrong types and adapters fail compile, located in the config; the examples and the configs
 real Axolotl and TRL train with pass every stored schema of their trainer; and the stored
-schemas are what tools/trainer_schemas.py makes from the installed Axolotl and TRL (TRL's
-mistakes: test_trl_config.py)."""
+schemas are what tools/trainer_schemas.py makes from the installed Axolotl, TRL and
+LLaMA-Factory (TRL's mistakes: test_trl_config.py; LLaMA-Factory's: test_llamafactory.py)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ from compiler.read.axolotl import config_place, read_config
 from compiler.read.load import display_name, load_source
 from compiler.validate import fastschema, trainer_config
 from tests.conftest import REPO
+from tests.support import llamafactory
 from tests.support.axolotl import TinyModel, lora_config
 from tests.support.trl import TinySft, sft_config
-from tools.trainer_schemas import axolotl_schema, dump, trl_schema
+from tools.trainer_schemas import axolotl_schema, dump, llamafactory_schema, trl_schema
 
 RUN_FILE = """\
 version: 1
@@ -155,9 +156,12 @@ def _example_configs() -> list[tuple[str, str, dict]]:
                 file = path.parent / config
                 configs.append((name, display_name(file),
                                 read_config(file.read_text(encoding="utf-8"))))
-    # The configs real Axolotl and TRL train with in tests/axolotl and tests/trl.
+    # The configs real Axolotl, TRL and LLaMA-Factory train with in tests/axolotl, tests/trl
+    # and tests/llamafactory.
     configs.append(("axolotl", "tests/axolotl.py", lora_config(TinyModel(Path("/tiny")))))
     configs.append(("trl", "tests/trl.py", sft_config(TinySft(Path("/tiny"), Path("/data")))))
+    configs.append(("llamafactory", "tests/llamafactory.py", llamafactory.lora_config(
+        llamafactory.TinyFactory(Path("/tiny"), Path("/data")))))
     return list({(trainer, name): (trainer, name, config)
                  for trainer, name, config in configs}.values())
 
@@ -203,6 +207,16 @@ def test_the_stored_schema_is_what_the_script_makes_from_the_installed_trl(trl_v
     assert json.loads(dump(schema)) == schema
 
 
+@pytest.mark.slow  # imports LLaMA-Factory, in its venv
+def test_the_stored_schema_is_what_the_script_makes_from_the_installed_llamafactory(
+        llamafactory_venv: Path):
+    version, schema = llamafactory_schema(llamafactory_venv)
+    stored = data_dir("schemas") / "trainers" / f"llamafactory-{version}.json"
+    assert stored.read_text(encoding="utf-8") == dump(schema), \
+        f"python3 -m tools.trainer_schemas llamafactory {llamafactory_venv}"
+    assert json.loads(dump(schema)) == schema
+
+
 # Values that a config's keys may wrongly or rightly get, and keys to add: each trainer's
 # own, misspelt ones, and (Axolotl) a plugin list that lifts the check of keys and adapters.
 VALUES = [True, False, None, 0, 1, 2.5, "4", "2e-5", "yes", "", "lora", "lroa", "auto",
@@ -212,7 +226,9 @@ KEYS = {"axolotl": ["adapter", "lora_r", "learning_rat", "bf16", "rl", "chat_tem
                     "plugins", "dynamic_checkpoint", "datasets", "val_set_size",
                     "micro_batch_size"],
         "trl": ["lora_r", "learning_rat", "use_peft", "lr_scheduler_type", "report_to",
-                "lora_target_modules", "num_processes", "save_strategy", "datasets", "env"]}
+                "lora_target_modules", "num_processes", "save_strategy", "datasets", "env"],
+        "llamafactory": ["lora_rank", "learning_rat", "finetuning_type", "stage", "report_to",
+                         "lr_scheduler_type", "do_train", "template", "save_strategy"]}
 
 
 @settings(derandomize=True, database=None, max_examples=600, deadline=None)

@@ -1,9 +1,9 @@
-"""trainer.llamafactory's job in every shell, judged by a recording stub as `llamafactory-cli`
-(stubs/record.py): LLaMA-Factory 0.9.5 does not fit the CI budget (README, "Trainers"), so
-what the job must give it is taken from its own code and docs
-(compiler/normalise/llamafactory.py cites them): `train CONFIG` with FORCE_TORCHRUN and
-NPROC_PER_NODE in its environment, then `export EXPORT_CONFIG`, and the newest whole
-checkpoint in the config's output_dir as one `resume_from_checkpoint=PATH` override."""
+"""trainer.llamafactory's job in every shell of the matrix, judged by a recording stub as
+`llamafactory-cli` (stubs/record.py): real LLaMA-Factory proves the job under sh in
+tests/llamafactory, too slow to run under nine shells. Here the words and environment the job
+gives it: `train CONFIG` with FORCE_TORCHRUN and NPROC_PER_NODE, then `export EXPORT_CONFIG`,
+and the newest whole checkpoint in the config's output_dir as one
+`resume_from_checkpoint=PATH` word (the library's one case of a flag that ends in `=`)."""
 
 from __future__ import annotations
 
