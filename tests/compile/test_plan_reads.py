@@ -217,7 +217,7 @@ def test_a_record_edited_to_match_the_run_file_does_not_hide_what_the_text_does(
                            "writes for its record (edited by hand, or another build of obc "
                            f"0.3.0): line {steps}: # steps       1. a: echo one; line ")
     # What the text does: the training inputs of `echo one`, not the record's `echo two`.
-    assert "OBC_INPUTS=sha256:" in line and "more lines" in line
+    assert "OBC_INPUTS=sha256:" in line and line.endswith("obc_step 1 a echo one")
 
 
 @pytest.mark.parametrize("example", sorted((REPO / "examples").glob("*.yaml")),
