@@ -3,7 +3,9 @@ scripts are relative to it, so that the bytes do not depend on where obc runs.""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from .text import visible
@@ -12,11 +14,32 @@ from .text import visible
 def git_work_tree(path: Path) -> Path | None:
     """Return the nearest folder at or above `path` that holds `.git` (a folder, or the file
     of a linked work tree or submodule), or None. git itself is not run."""
-    start = Path(os.path.abspath(path))
-    for folder in (start, *start.parents):
-        if os.path.lexists(folder / ".git"):
-            return folder
-    return None
+    start = os.path.abspath(path)
+    if _work_trees is not None and start in _work_trees:
+        return _work_trees[start]
+    found = next((folder for folder in (Path(start), *Path(start).parents)
+                  if os.path.lexists(folder / ".git")), None)
+    if _work_trees is not None:
+        _work_trees[start] = found
+    return found
+
+
+# The work tree of each folder asked about, while one compile runs (one_tree): its run files
+# and every other file it names ask about the same few folders, ten thousand times.
+_work_trees: dict[str, Path | None] | None = None
+
+
+@contextlib.contextmanager
+def one_tree() -> Iterator[None]:
+    """Within it, git_work_tree looks at each folder once: a compile takes the folders as it
+    finds them (a `.git` made or removed meanwhile is not seen until the next compile)."""
+    global _work_trees  # noqa: PLW0603 -- the memo of the compile under way
+    outer = _work_trees
+    _work_trees = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _work_trees = outer
 
 
 def source_name(run_file: Path) -> str:

@@ -7,7 +7,9 @@ so nothing here reports problems (axolotl.config_problems has reported them)."""
 
 from __future__ import annotations
 
+import functools
 import io
+import json
 import posixpath
 from typing import Any
 
@@ -236,6 +238,15 @@ def _prepared_dir(config: dict[str, Any]) -> str | None:
 
 def dump_config(config: dict[str, Any]) -> str:
     """Return an inline Axolotl config as YAML that Axolotl reads back to the same values."""
+    # ruamel's emitter takes milliseconds, and the runs of a batch often share a config: each
+    # is dumped once, named by its JSON (which tells 1, 1.0 and true apart, and keeps order).
+    return _dumped(json.dumps(config))
+
+
+# A few dozen configs: the memory of one batch stays flat however many runs share them.
+@functools.lru_cache(maxsize=64)
+def _dumped(config_json: str) -> str:
+    config = json.loads(config_json)
     # Axolotl reads its config with PyYAML, which speaks YAML 1.1: written as 1.1, strings
     # such as 'yes' or 'on' come out quoted and floats keep the dot PyYAML needs (2.0e-05).
     text = _dump(config, allow_unicode=True)

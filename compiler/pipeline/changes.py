@@ -89,6 +89,8 @@ class Change:
         """Return the 1-based number of the first line that differs (1 if none does)."""
         if self.line is not None:
             return self.line
+        if self.old is None or self.new is None:  # a file made or removed whole
+            return 1
         pairs = itertools.zip_longest(_lines(self.old), _lines(self.new))
         return next((n for n, (before, after) in enumerate(pairs, 1) if before != after), 1)
 
@@ -211,8 +213,8 @@ def account_for(out: Path, compared: Iterable[Change], placed: Iterable[Placed],
         folders += [] if script.folder in folders else [script.folder]
     # The new bytes waiting beside their files are obc's own, not files found in OUT.
     waiting = {change.staged for change in changes if change.staged}
-    found = [(path, reason) for path, reason in _unaccounted(out)
-             if path not in by_path and os.path.abspath(path) not in waiting]
+    found = list(_unaccounted(out, lambda path: path in by_path or (
+        bool(waiting) and os.path.abspath(path) in waiting)))
     changes += [Change(path, "foreign", reason=reason) for path, reason in found if reason]
     unproduced = [Change(path, "stale", path.read_bytes()) for path, reason in found
                   if not reason]
@@ -278,17 +280,20 @@ def _names_a_file(root: Path, source: str) -> bool:
     return not name.is_absolute() and ".." not in name.parts and (root / name).is_file()
 
 
-def _unaccounted(out: Path) -> Iterator[tuple[Path, str]]:
-    """Every file under OUT that obc must account for: each obc file where obc writes, with
-    no reason; and with why it is not obc's, anything else there (a link, a folder, a file
-    without the header) and any file elsewhere that claims obc's header. Links are not
-    followed."""
+def _unaccounted(out: Path, known: Callable[[Path], bool]) -> Iterator[tuple[Path, str]]:
+    """Every file under OUT that obc must account for but those `known` to be (compared
+    already, or obc's new bytes waiting to be renamed: ten thousand files not read again): each
+    obc file where obc writes, with no reason; and with why it is not obc's, anything else
+    there (a link, a folder, a file without the header) and any file elsewhere that claims
+    obc's header. Links are not followed."""
     if not out.is_dir() or out.is_symlink():
         return
     for folder, folders, files in os.walk(out, onerror=_stop):
         depth = len(Path(folder).relative_to(out).parts)
         for name in sorted(folders + files):
             path = Path(folder, name)
+            if known(path):
+                continue
             if depth == 1 and name in OUT_FILES:
                 yield path, "" if is_obc_file(path) else _why_not_obcs(path)
             elif depth == 0 and path.is_symlink() and path.is_dir():

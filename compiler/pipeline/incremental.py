@@ -6,6 +6,8 @@ unchanged tree only reads it and its record.
 A record holds, for each file, where it goes under OUT, its mode, its text and where the id
 it is named after stands. It says what the run file compiles to, never what is in OUT:
 changes.changes_to compares the files in OUT with that text, byte for byte, as with any compile.
+The library parts a text embeds (nine tenths of a job.sh) are kept by name, not as text: a
+record is only read by the obc build that wrote it, whose parts are the same bytes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..core.cache import FORMAT, Store, digest
 from ..core.project import source_name
 from ..core.resources import data_dir, schema_path
 from ..read.load import MAX_FILE_BYTES, Mark, display_name
+from ..render.library import PART_ORDER, part_text
 
 # compiler/, all of whose modules make obc's build.
 _PACKAGE = Path(__file__).parent.parent
@@ -101,15 +104,40 @@ def _reused(path: Path, record: Any) -> list[Reused] | None:
             path.parent, [name for name, _, _ in record["inputs"]]):
         return None
     found = []
-    for relative, mode, text, line, column in record["outputs"]:
+    for relative, mode, pieces, line, column in record["outputs"]:
         parts = relative.split("/")
+        text = _text(pieces)
         # It names a file obc writes to: never trust it blindly.
-        if len(parts) != 2 or not all(_NAME.fullmatch(part) for part in parts) or not \
-                isinstance(text, str):
+        if len(parts) != 2 or not all(_NAME.fullmatch(part) for part in parts) or \
+                text is None:
             return None
         found.append(Reused(relative, text, int(mode), display_name(path), source_name(path),
                             Mark(int(line), int(column))))
     return found or None
+
+
+def _pieces(text: str) -> list[str | list[str]]:
+    """`text` as a record keeps it: each library part it embeds as written, by its name
+    (`[name]`), the text between them as it is."""
+    pieces: list[str | list[str]] = []
+    done = 0
+    for name in PART_ORDER:  # the order a script embeds them in
+        part = part_text(name)
+        at = text.find(part, done)
+        if at >= 0:
+            pieces += [text[done:at], [name]]
+            done = at + len(part)
+    return [*pieces, text[done:]]
+
+
+def _text(pieces: Any) -> str | None:
+    """The text that a record's `pieces` stand for; None if they are not what _pieces makes."""
+    if not isinstance(pieces, list) or not all(
+            isinstance(piece, str) or isinstance(piece, list) and len(piece) == 1
+            and piece[0] in PART_ORDER for piece in pieces):
+        return None
+    return "".join(piece if isinstance(piece, str) else part_text(piece[0])
+                   for piece in pieces)
 
 
 def record(outputs: Iterable[Any], inputs: list[str], directory: Path) -> \
@@ -120,7 +148,7 @@ def record(outputs: Iterable[Any], inputs: list[str], directory: Path) -> \
     prints = _input_prints(directory, inputs)
     if prints is None:
         return None
-    return {"outputs": [[output.relative_path, output.mode, output.text,
+    return {"outputs": [[output.relative_path, output.mode, _pieces(output.text),
                          output.id_mark.line, output.id_mark.column] for output in outputs],
             "inputs": prints}
 

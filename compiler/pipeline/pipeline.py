@@ -21,6 +21,7 @@ from .. import __version__
 from ..check.shellcheck import Checked, Seen, check_scripts, find_shellcheck
 from ..core.cache import Location, Store, digest, private_location
 from ..core.diagnostics import Diagnostic, ObcError
+from ..core.project import one_tree
 from ..core.workers import map_chunks, pooled
 from ..model.job import Job
 from ..read.load import Mark, Source, display_name
@@ -161,6 +162,7 @@ def _folder_entries(folder: Path) -> list[Path]:
                        f"{error.strerror or error}") from error
 
 
+@one_tree()
 def compile_files(paths: Iterable[Path], out: Path | None = None,
                   options: Options = Options(), settle: Settle | None = None) -> Result:
     """Compile every run file in `paths`; a file with problems yields diagnostics, no script.

@@ -57,6 +57,7 @@ def part_text(name: str) -> str:
     return (data_dir("templates") / "lib" / f"{name}.sh").read_text(encoding="utf-8")
 
 
+@cache
 def part_sha256(name: str) -> str:
     """`sha256:HEX` of the part `name`'s bytes as a script embeds them."""
     return sha256_of(part_text(name))

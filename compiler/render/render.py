@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ class Printer:
     def number(self, value: int) -> str:
         return str(value)
 
-    def comment(self, lines: list[str]) -> ShellText:
+    def comment(self, lines: Iterable[str]) -> ShellText:
         return _comment(lines)
 
     def heredoc(self, body: str) -> ShellText:
@@ -134,7 +135,7 @@ def _sbatch_filter(context: jinja2.runtime.Context, job_slurm: Any) -> ShellText
     return _printer(context).sbatch(job_slurm)
 
 
-def _comment(lines: list[str]) -> ShellText:
+def _comment(lines: Iterable[str]) -> ShellText:
     """Lines as shell comments: `# text`, or a bare `#` for a blank line. A line with a
     newline in it (a quoted argument can hold one) becomes several comment lines."""
     split = [part for line in lines for part in line.split("\n")]
@@ -251,7 +252,7 @@ def render_job(job: Job, printer: Printer = _REAL) -> str:
            for name, _ in group]
     text = template.render(
         job=job, generated_line=f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.",
-        library_line=library_line(job), help_lines=help_lines(job),
+        library_line=library_line(job), help_lines=_when_written(help_lines, job),
         parts=library_parts(job), main_call=ShellText(MAIN_CALL),
         settings=[[(ShellText(name), value) for name, value in group] for group in groups
                   if any(value != "" for _, value in group)],
@@ -259,7 +260,13 @@ def render_job(job: Job, printer: Printer = _REAL) -> str:
         settings_off=ShellText(" ".join(f"{name}=''" for name in off)),
         **{_PRINTER: printer})
     # The job's meaning, last: `obc plan` reads it back from the script on disk.
-    return f"{text}\n{printer.comment(record_lines(job))}\n"
+    return f"{text}\n{printer.comment(_when_written(record_lines, job))}\n"
+
+
+def _when_written(lines: Callable[[Job], list[str]], job: Job) -> Iterator[str]:
+    """`lines(job)`, made only if the printer writes them: a shape's printer writes the
+    summary and the plan record as one placeholder line, and they cost a tenth of a render."""
+    yield from lines(job)
 
 
 def render_sweep(sweep: Sweep, printer: Printer = _REAL) -> str:

@@ -137,7 +137,8 @@ _KEYWORDS = {
     # obc's patterns mean the whole string, in ASCII (validate.py, _fullmatch_pattern).
     "pattern": lambda pattern, instance, *_: not isinstance(instance, str)
     or re.fullmatch(pattern, instance, re.ASCII) is not None,
-    "enum": lambda choices, instance, *_: any(_equal(instance, c) for c in choices),
+    "enum": lambda choices, instance, *_: instance in choices if isinstance(instance, str)
+    else any(_equal(instance, c) for c in choices),  # a string equals only that string
     "const": lambda value, instance, *_: _equal(instance, value),
     "minLength": lambda least, instance, *_: not isinstance(instance, str)
     or len(instance) >= least,

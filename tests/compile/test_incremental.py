@@ -18,6 +18,7 @@ from compiler.check.shellcheck import Finding, check_texts, find_shellcheck
 from compiler.core import workers
 from compiler.core.cache import Store
 from compiler.pipeline import incremental, pipeline
+from compiler.render.library import part_text
 from tests.conftest import PROJECT_RUNS, REPO
 
 COMPILE = ("compile", "examples", "-o", "out")
@@ -293,3 +294,25 @@ def test_every_template_file_is_part_of_obc_s_fingerprint():
     templates = {p for p in (REPO / "templates").rglob("*") if p.is_file()}
     assert {p for p in templates if p.parent.name == "lib"}
     assert templates <= set(incremental.fingerprinted_files())
+
+
+def test_a_record_keeps_the_library_by_name_and_gives_the_script_back(project, cache, obc):
+    # Nine tenths of a job.sh is the library, the same in every script: a record that held
+    # it would make the cache ten times the size of OUT, and --check read all of it.
+    assert obc(*COMPILE).code == 0
+    script = (project / "out" / "docker-qlora" / "job.sh").read_text()
+    records = [path.read_text() for path in (cache / "outputs").rglob("*.json")]
+    assert len(records) == len(PROJECT_RUNS)
+    record = next(r for r in records if '"docker-qlora/job.sh"' in r)
+    assert '["core"]' in record and part_text("core") not in json.loads(record)["outputs"][0][2]
+    assert len(record) < len(script) / 4
+    (project / "out" / "docker-qlora" / "job.sh").unlink()
+    assert obc(*COMPILE).code == 0  # from the record
+    assert (project / "out" / "docker-qlora" / "job.sh").read_text() == script
+
+
+@pytest.mark.parametrize("pieces", [
+    "text", [["../../etc/passwd"]], [["core", "words"]], [3], [[["core"]]], [{"core": 1}]])
+def test_a_record_whose_text_is_not_text_and_parts_is_not_reused(pieces):
+    assert incremental._text(pieces) is None
+    assert incremental._text(["a", ["core"], "b"]) == "a" + part_text("core") + "b"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.core import project
 from compiler.pipeline import pipeline
 from compiler.pipeline.pipeline import compile_files
 from compiler.read import sources
@@ -61,6 +62,23 @@ def test_a_run_file_reads_anywhere_in_its_git_work_tree(repo):
     (script,) = compile_files([Path("runs/r.yaml")]).scripts
 
     assert embedded(script.text, "c.txt") == "config\n"
+
+
+def test_a_compile_looks_for_each_folder_s_work_tree_once(tmp_path, monkeypatch):
+    # Ten thousand run files in one folder ask for its work tree some fifty thousand times.
+    runs = [run_file(tmp_path / "repo" / "runs" / f"r{n}.yaml", {}, f"r{n}") for n in range(3)]
+    (tmp_path / "repo" / ".git").mkdir()
+    looked = []
+    real = os.path.lexists
+    monkeypatch.setattr(os.path, "lexists", lambda path: looked.append(path) or real(path))
+    assert not compile_files(runs).diagnostics
+    dot_gits = [path for path in looked if Path(path).name == ".git"]
+    assert sorted(set(dot_gits)) == sorted(dot_gits)
+    with project.one_tree():
+        assert project.git_work_tree(tmp_path / "repo" / "runs") == tmp_path / "repo"
+        (tmp_path / "repo" / ".git").rmdir()  # seen by the next compile, not this one
+        assert project.git_work_tree(tmp_path / "repo" / "runs") == tmp_path / "repo"
+    assert project.git_work_tree(tmp_path / "repo" / "runs") is None
 
 
 def test_a_dot_git_file_marks_a_work_tree_too(tmp_path, monkeypatch):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.pipeline import write
+from compiler.cli import main as cli_main
+from compiler.pipeline import changes, write
 from tests.conftest import PROJECT_RUNS
 
 IDS = sorted(PROJECT_RUNS)  # the examples are named after their ids
@@ -384,3 +385,34 @@ def test_a_header_naming_a_file_outside_or_no_file_is_never_compiled(project, ob
             "remove it") in check.stderr.splitlines()
     assert obc("compile", "examples/docker-qlora.yaml", "-o", "out").code == 0
     assert not evil.exists()
+
+
+def test_out_is_accounted_for_without_reading_again_the_files_just_compared(project, obc,
+                                                                             monkeypatch):
+    # At 10,000 run files, opening every script again for its header, after comparing it,
+    # took a quarter of `compile --check`; the new bytes waiting beside them are obc's too.
+    read: list[Path] = []
+    accounting = []
+    real_account_for = changes.account_for
+
+    def account_for(*args, **kwargs):
+        accounting.append(True)
+        try:
+            return real_account_for(*args, **kwargs)
+        finally:
+            accounting.clear()
+
+    def reading(real):
+        return lambda path: (read.append(path) if accounting and path.is_file() else None,
+                             real(path))[1]
+
+    monkeypatch.setattr(cli_main, "account_for", account_for)
+    for name in ("is_obc_file", "_claims_obc"):
+        monkeypatch.setattr(changes, name, reading(getattr(changes, name)))
+    assert obc("compile", "examples", "-o", "out").code == 0
+    assert obc("compile", "examples", "-o", "out", "--check").code == 0
+    assert read == []
+    other = plant(project / "out" / "other" / "job.sh",
+                  (project / "out" / IDS[0] / "job.sh").read_text())
+    assert obc("compile", "examples", "-o", "out", "--check").code == 1  # it is stale
+    assert read == [Path("out/other/job.sh")] and other.exists()

@@ -9,6 +9,7 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from compiler.normalise import trainer
 from compiler.normalise.trainer import dump_config
 
 FRAGMENTS = ["a", "yes", "on", "No", "null", "~", "1e-5", "0x1F", "010", "1_000", "3.10",
@@ -38,3 +39,20 @@ def test_line_breaks_of_yaml_1_1_only_are_escaped():
     assert text.isascii() and "\\N" in text and "\\L" in text
     assert yaml.safe_load(text) == {"a": "x\x85y\u2028z", "b": "é"}
     assert dump_config({"b": "é 日本"}) == "%YAML 1.1\n---\nb: é 日本\n"
+
+
+def test_a_config_that_runs_share_is_dumped_once(monkeypatch):
+    dumps = []
+    real = trainer._dump
+    monkeypatch.setattr(trainer, "_dump", lambda *a, **k: dumps.append(a) or real(*a, **k))
+    shared = {"base_model": "m", "learning_rate": 0.0002, "dump-once-test": [1, {"a": None}]}
+    assert trainer.dump_config(shared) == trainer.dump_config(dict(shared))
+    assert len(dumps) == 1
+
+
+def test_configs_that_only_json_tells_apart_are_dumped_each_as_it_is():
+    # Equal in Python (1 == 1.0 == True), not in YAML: each is dumped as its own.
+    texts = [trainer.dump_config({"seed": value}) for value in (1, 1.0, True, "1")]
+    assert texts == ["%YAML 1.1\n---\nseed: 1\n", "%YAML 1.1\n---\nseed: 1.0\n",
+                     "%YAML 1.1\n---\nseed: true\n", "%YAML 1.1\n---\nseed: '1'\n"]
+    assert trainer.dump_config({"b": 1, "a": 2}) != trainer.dump_config({"a": 2, "b": 1})

@@ -86,3 +86,12 @@ def test_an_unknown_keyword_cannot_tell():
     schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 2}}}
     assert fastschema.is_valid(schema, {"a": "long"}) is None
     assert fastschema.is_valid({"type": "array", "contains": {}}, []) is None
+
+
+@pytest.mark.parametrize("instance", ["1", 1, 1.0, True, "true", None, "", [1], {"a": 1}])
+def test_an_enum_holds_what_jsonschema_says_it_holds(instance):
+    # A string is looked up among the choices at once; anything else is compared with each,
+    # as JSON compares (true is not 1, 1 is 1.0).
+    schema = {"enum": ["1", 1, None, [1], "x"]}
+    from jsonschema import Draft7Validator  # noqa: PLC0415 -- as validate.py imports it
+    assert fastschema.is_valid(schema, instance) is Draft7Validator(schema).is_valid(instance)
