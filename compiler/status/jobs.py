@@ -43,7 +43,7 @@ def find_jobs(paths: list[Path], run_dir_root: Path | None,
 def _scripts(path: Path) -> Iterator[Path]:
     """The job.sh scripts `path` stands for (a run dir stands for itself)."""
     if path.is_file():
-        yield from (_runs(path) if path.name == SWEEP else [path])
+        yield from (_runs(path) if "runs" in _record(path) else [path])
     elif (path / SWEEP).is_file():
         yield from _runs(path / SWEEP)
     elif (path / JOB).is_file() or (path / ".obc").is_dir():
@@ -61,8 +61,7 @@ def _scripts(path: Path) -> Iterator[Path]:
 
 def _runs(sweep: Path) -> list[Path]:
     """The job.sh of each run of a sweep, beside its folder in OUT, in the sweep's order."""
-    record = _record(sweep)
-    runs = record.get("runs")
+    runs = _record(sweep).get("runs")
     if not isinstance(runs, dict):
         raise ObcError(f"{sweep}: not a sweep.sh of obc's (its record lists no runs)")
     return [sweep.parent.parent / run / JOB for run in runs]
@@ -82,9 +81,11 @@ def _watched(script: Path, run_dir_root: Path | None, environ: Mapping[str, str]
     if script.is_dir():  # a run dir named as such, its job by it: its checkpoints unknown
         return Watched(str(script), script)
     record = _record(script)
-    job = str(record["id"])
+    job, default = record.get("id"), record.get("run_dir")
+    if not isinstance(job, str) or not isinstance(default, str):
+        raise ObcError(f"{script}: not a job.sh of obc's (its record names no id and run dir)")
     try:
-        run_dir = run_dir_root / job if run_dir_root else _path(record["run_dir"], environ)
+        run_dir = run_dir_root / job if run_dir_root else _path(default, environ)
         return Watched(job, run_dir, _checkpoints(record.get("checkpoints"), run_dir, environ))
     except KeyError as unset:
         return Watched(job, None, problem=f"${{{unset.args[0]}}} is not set: give "

@@ -65,7 +65,11 @@ def _last_loss(state: Path) -> tuple[int | None, float | None]:
         history = json.loads(state.read_text(encoding="utf-8")).get("log_history") or []
     except (OSError, UnicodeError, ValueError, AttributeError):
         return None, None
-    logged = [entry for entry in history if isinstance(entry, dict) and "loss" in entry]
-    if not logged:
-        return None, None
-    return logged[-1].get("step"), logged[-1]["loss"]
+    logged = [(entry.get("step"), entry["loss"]) for entry in history
+              if isinstance(entry, dict) and _is_number(entry.get("loss"))
+              and _is_number(entry.get("step"))]
+    return logged[-1] if logged else (None, None)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

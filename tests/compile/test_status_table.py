@@ -126,6 +126,8 @@ matrix: {axes: {a: {set: env.A, values: [x, y]}}}
     assert jobs(out / "sw") == jobs(out / "sw/sweep.sh") == ["sw-x", "sw-y"]
     assert jobs(out / "sw-y/job.sh", out / "sw") == ["sw-y", "sw-x"]
     assert jobs(out / "one") == ["one"]
+    (out / "sw/sweep.sh").rename(out / "sw/all.sh")  # a sweep.sh by its record, any name
+    assert jobs(out / "sw/all.sh") == ["sw-x", "sw-y"]
     (run_dir,) = find_jobs([out / "one"], root)
     assert (run_dir.run_dir, run_dir.checkpoints) == (root / "one", root / "one/out")
 
@@ -153,6 +155,11 @@ def test_a_path_that_is_no_job_is_a_usage_error(obc, tmp_path):
     missing = obc("status", str(tmp_path / "nothing"))
     assert (missing.code, missing.stderr) == (2, f"obc: error: {tmp_path}/nothing: no such "
                                                  "file or folder\n")
+    (tmp_path / "job.sh").write_text("#!/bin/sh\necho hand-written\n")
+    foreign = obc("status", str(tmp_path / "job.sh"))
+    assert (foreign.code, foreign.stderr) == (2, f"obc: error: {tmp_path}/job.sh: not a "
+                                                 "script of obc's (it has no plan record to "
+                                                 "read)\n")
     empty = obc("status", str(tmp_path / "empty"))
     assert (empty.code, empty.stderr) == (2, f"obc: error: {tmp_path}/empty: holds no job.sh "
                                              "or sweep.sh, and is no run dir\n")
@@ -181,7 +188,8 @@ def test_the_last_loss_is_the_later_of_output_dir_and_its_newest_checkpoint(tmp_
     checkpoint(output, 4)
     assert read_progress(output).step == 4
     # transformers writes output_dir's own trainer_state.json when training ends.
-    history = [{"step": 5, "loss": 0.25}, {"step": 5, "train_runtime": 1.0}]
+    history = [{"step": 5, "loss": 0.25}, {"step": 5, "train_runtime": 1.0},
+               {"step": 6, "loss": None}, {"step": "7", "loss": 0.1}]  # no loss logged
     (output / "trainer_state.json").write_text(json.dumps({"log_history": history}))
     assert (read_progress(output).step, read_progress(output).loss) == (5, 0.25)
     assert read_progress(tmp_path / "none") == read_progress(None)
