@@ -62,7 +62,9 @@ def test_obc_status_shows_a_done_and_a_stopped_run_with_their_last_losses(
     finally:
         job.kill()
     assert job.returncode == 143, last_lines(stderr)
-    (saved,) = re.findall(r"obc: (checkpoint-\d+) saved$", stderr, re.MULTILINE)
+    saved = re.findall(r"obc: (checkpoint-\d+) saved$", stderr, re.MULTILINE)
+    assert len(saved) == 1, last_lines(stderr)
+    saved = saved[0]
     monkeypatch.setenv("HOME", str(home(tmp_path)))
 
     shown = obc("status", "--format", "json", str(out / "st"))
