@@ -15,7 +15,9 @@ import os
 import re
 import shlex
 import sys
+import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +30,8 @@ from ..pipeline.pipeline import Options, Result, compile_files
 from ..pipeline.write import Settle, apply, discard, write_atomic
 from ..read.lockfile import default_lock_path, format_lock
 from ..read.sources import allowed_folders
-from ..status.run_status import format_state, read_state
+from ..status.jobs import find_jobs
+from ..status.table import build_row, format_json, format_table
 from ..verify.verify import Verdict, format_verdict, verify_text
 from .reporters import REPORTERS
 
@@ -38,6 +41,9 @@ EXIT_CHANGES = 2
 DETAILED = "--detailed-exitcode"
 LOCK_MODE = 0o644
 LOCK_DEADLINE = 300  # seconds for a whole `obc lock` (--timeout)
+WATCH_EVERY = 2.0  # seconds between the tables of `obc status --watch`
+# Home the cursor and clear the screen (ECMA-48): --watch redraws the table in place.
+CLEAR_SCREEN = "\x1b[H\x1b[J"
 T = TypeVar("T")
 
 
@@ -111,12 +117,24 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("validate", parents=[inputs, judged],
                         help="check run files, write nothing")
     commands.add_parser("schema", help="print the JSON Schema of the run file")
-    status = commands.add_parser("status", help="print the last state of the job in each "
-                                                "run dir, as job.sh --status judges it")
-    status.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    status = commands.add_parser("status", help="print a table of the state of each job, "
+                                                "as job.sh --status judges it, and how far "
+                                                "its training got")
+    status.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="out/ folders, job.sh or sweep.sh scripts or their folders, "
+                             "or run dirs")
+    status.add_argument("--run-dir-root", type=Path, metavar="DIR",
+                        help="each job's run dir is DIR/<job id> (as job.sh --run-dir "
+                             "DIR/<job id>), not its default")
     status.add_argument("--format", choices=["text", "json"], default="text",
-                        help="one line per run dir: text (default), or JSON with the record "
+                        help="a table (default), or one JSON object per job, with the record "
                              "job.sh --status prints")
+    status.add_argument("--watch", type=_seconds, nargs="?", const=WATCH_EVERY,
+                        metavar="SECONDS",
+                        help=f"print it again every SECONDS (default {WATCH_EVERY:g}): in place "
+                             "on a terminal, else one after the other")
+    status.add_argument("--count", type=_count, metavar="N",
+                        help="with --watch, stop after N tables")
     init = commands.add_parser("init", help="write a commented run file beside each trainer "
                                             "config (Axolotl, TRL or LLaMA-Factory, told by "
                                             "its keys); never over a file")
@@ -168,14 +186,22 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    states = [read_state(run_dir) for run_dir in args.run_dirs]
-    for state in states:
-        if args.format == "json":
-            print(json.dumps({"run_dir": str(state.run_dir), "record": state.record,
-                              "problem": state.problem}))
-        else:
-            print(visible(format_state(state)))
-    return EXIT_INVALID if any(state.problem for state in states) else EXIT_OK
+    jobs = find_jobs(args.paths, args.run_dir_root)
+    printed = 0
+    while True:
+        now = datetime.now(UTC)
+        rows = [build_row(job, now) for job in jobs]
+        text = format_json(rows) if args.format == "json" else format_table(rows)
+        if args.watch is not None and sys.stdout.isatty():
+            text = CLEAR_SCREEN + text
+        elif printed:
+            text = "\n" + text
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        printed += 1
+        if args.watch is None or printed == args.count:
+            return EXIT_INVALID if any(row.problem for row in rows) else EXIT_OK
+        time.sleep(args.watch)
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -227,6 +253,12 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError("expected a number of seconds above 0, got "
                                          f"{quoted(text)}")
     return seconds
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a number, 1 or more, got {quoted(text)}")
+    return int(text)
 
 
 def _host_name(text: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 # Words made only of these characters mean the same quoted or not, in every shell we target.
 # `=` is left out (a first word `A=b` is an assignment, and zsh expands a leading `=`), and so
@@ -77,6 +77,17 @@ def path_variables(path: str | None) -> tuple[str, ...]:
         return ()
     home = ("HOME",) if path == "~" or path.startswith("~/") else ()
     return tuple(dict.fromkeys((*home, *PATH_VARIABLE.findall(path))))
+
+
+def expanded_path(path: str, environ: Mapping[str, str]) -> str:
+    """Return a path as the job's shell expands it (shell_path): a leading `~` is HOME, each
+    `${NAME}` the variable; KeyError names the first variable `environ` does not set."""
+    missing = [name for name in path_variables(path) if name not in environ]
+    if missing:
+        raise KeyError(missing[0])
+    if path == "~" or path.startswith("~/"):
+        path = environ["HOME"] + path[1:]
+    return PATH_VARIABLE.sub(lambda match: environ[match.group(1)], path)
 
 
 def sourced_path(path: str, quote_word: Quote = quote) -> ShellText:

@@ -24,6 +24,7 @@ from ..core.resources import data_dir
 from ..core.shell import ShellText
 from ..model import slurm
 from ..model.job import Job, lookup
+from ..model.records import GAVE_UP, GAVE_UP_EXIT_CODE, NOT_STARTED, STATE_NAMES
 from ..model.runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_HOME,
@@ -275,7 +276,8 @@ def render_sweep(sweep: Sweep, printer: Printer = _REAL) -> str:
     header = [f"{GENERATED_PREFIX}{sweep.source_file}. DO NOT EDIT.", "", *lines]
     text = _environment().get_template("sweep.sh.j2").render(
         sweep=sweep, header_lines=header, help_lines=lines, usage=SWEEP_USAGE,
-        **{_PRINTER: printer})
+        state_names=STATE_NAMES, gave_up=GAVE_UP, gave_up_exit_code=GAVE_UP_EXIT_CODE,
+        not_started=NOT_STARTED, **{_PRINTER: printer})
     return f"{text}\n{printer.comment(record_lines(sweep))}\n"
 
 

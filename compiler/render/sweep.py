@@ -21,7 +21,7 @@ from .summary import GENERATED_PREFIX, labelled_lines
 SWEEP_SCRIPT, RUNS_TABLE = "sweep.sh", "runs.tsv"
 # A task's log: the array's job id and the task's index (%j would be each task's own id).
 ARRAY_OUTPUT = "%x-%A_%a.out"
-USAGE = ("sweep.sh --list | [--dry-run] --run [--parallel N] [RUN...] | "
+USAGE = ("sweep.sh --list | --status [RUN...] | [--dry-run] --run [--parallel N] [RUN...] | "
          "[--dry-run] --submit [RUN...] [-- SBATCH_OPTION...] | --help")
 EXIT_CODES = (
     "0 done, 1 a run or sbatch failed, 2 usage, 3 a job.sh is not the one obc compiled",
@@ -169,7 +169,7 @@ def help_lines(sweep: Sweep) -> list[str]:
         ("axes", [f"{axis}: {', '.join(_labels(sweep, i))}" for i, axis in
                   enumerate(sweep.axes)]),
         ("runs", [f"../<run id>/job.sh each, started only if unchanged (sha256); "
-                  f"--list or {RUNS_TABLE} lists them"]),
+                  f"--list or {RUNS_TABLE} lists them, --status with their states"]),
         ("submit", _submission(sweep)),
         ("exit codes", list(EXIT_CODES)),
         ("usage", [USAGE]),

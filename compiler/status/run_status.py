@@ -16,6 +16,8 @@ from pathlib import Path
 from ..model.slurm import SLURM_ENDED_STATES
 
 RUNNING, KILLED = '"state": "running"', '"state": "killed"'
+# Why a run dir has no state: the job has not run there yet.
+NO_RUN = "no run yet"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +55,7 @@ def read_state(run_dir: Path) -> RunState:
 def _read_record(run_dir: Path) -> str:
     path = run_dir / ".obc" / "status.json"
     if not os.path.lexists(path):
-        raise _NoRecord("no run yet")
+        raise _NoRecord(NO_RUN)
     try:
         # As $(cat) reads it: trailing newlines dropped.
         line = path.read_text(encoding="utf-8").rstrip("\n")
@@ -103,15 +105,3 @@ def _slurm_job_ended(job_id: str) -> bool:
         return "Invalid job id" in done.stdout + done.stderr
     return False
 
-
-def format_state(state: RunState) -> str:
-    """One line for people: the run dir, its state, and where it stopped."""
-    if state.record is None:
-        return f"{state.run_dir}: {state.problem}"
-    record = state.record
-    details = [f"attempt {record.get('attempt')}"]
-    if record.get("step"):
-        details.append(f"step {record['step']}")
-    if record.get("exit_code") is not None:
-        details.append(f"exit code {record['exit_code']}")
-    return f"{state.run_dir}: {record.get('state')} ({', '.join(details)})"

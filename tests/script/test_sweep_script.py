@@ -188,8 +188,10 @@ def test_a_signal_stops_every_running_run_and_its_step(tmp_path, shell):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    ([], "give one of --list, --run, --submit"),
-    (["--list", "--run"], "give one of --list, --run, --submit"),
+    ([], "give one of --list, --status, --run, --submit"),
+    (["--list", "--run"], "give one of --list, --status, --run, --submit"),
+    (["--status", "--run"], "give one of --list, --status, --run, --submit"),
+    (["--status", "--dry-run"], "--status takes no --dry-run"),
     (["--run", "--parallel", "0"], "--parallel takes a number of runs, 1 or more"),
     (["--run", "--parallel"], "--parallel needs a value"),
     (["--run", "sw-z-1"], "no run is named 'sw-z-1' (sweep.sh --list shows them)"),

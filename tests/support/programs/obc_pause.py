@@ -36,8 +36,10 @@ class PauseCallback(TrainerCallback):
                for path in output_dir.glob("checkpoint-*") if path.name[11:].isdigit()):
             while True:  # saved: the job stops train here
                 time.sleep(POLL)
-        while not self.asked:  # the dynamic checkpoint callback deletes the file it sees
-            self.asked = (output_dir / DEFAULT_TRIGGER_FILENAME).exists()
+        # The dynamic checkpoint callback, before this one, deletes the file it sees and
+        # asks for the save: a job told to stop before this step ended is asked already.
+        while not self.asked:
+            self.asked = control.should_save or (output_dir / DEFAULT_TRIGGER_FILENAME).exists()
             time.sleep(POLL)
 
 

@@ -4,9 +4,10 @@
 0) to `max_steps`, one every OBC_STUB_STEP_SECONDS (default 0.05). It writes
 `checkpoint-N/` (weights, then trainer_state.json last) every `save_steps` steps and when
 `axolotl_checkpoint.save` appears in output_dir (which it then removes), as Axolotl's
-dynamic_checkpoint does. The config's `output_dir`, `max_steps` and `save_steps` are read
-from its `key: value` lines. Other commands only record. Everything it did goes to the
-sandbox's log.jsonl, as stubs/record.py's entries do.
+dynamic_checkpoint does; its trainer_state.json logs a loss of 2/N at each step N. The
+config's `output_dir`, `max_steps` and `save_steps` are read from its `key: value` lines.
+Other commands only record. Everything it did goes to the sandbox's log.jsonl, as
+stubs/record.py's entries do.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ def save(output_dir: Path, step: int, every: int) -> None:
     folder = output_dir / f"checkpoint-{step}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "adapter_model.safetensors").write_text("weights\n")
-    state = {"global_step": step, "logging_steps": 1, "save_steps": every}
+    # A loss logged at every step, as transformers' log_history has it: 2/step.
+    history = [{"step": n, "loss": round(2 / n, 4)} for n in range(1, step + 1)]
+    state = {"global_step": step, "logging_steps": 1, "save_steps": every,
+             "log_history": history}
     (folder / "trainer_state.json").write_text(json.dumps(state, indent=2))
 
 
