@@ -5,11 +5,11 @@
 # obc         0.3.0
 # axes        lr: 1e-4, 2e-4, 4e-4
 #             seed: 1, 2
-# runs        ../<run id>/job.sh each, started only if unchanged (sha256); --list or runs.tsv lists them
+# runs        ../<run id>/job.sh each, started only if unchanged (sha256); --list or runs.tsv lists them, --status with their states
 # submit      --submit: one job array of 6 tasks, 2 at a time; each task runs its run's job.sh
 # exit codes  0 done, 1 a run or sbatch failed, 2 usage, 3 a job.sh is not the one obc compiled
 #             (nothing is started then), 128+N stopped by signal N
-# usage       sweep.sh --list | [--dry-run] --run [--parallel N] [RUN...] | [--dry-run] --submit [RUN...] [-- SBATCH_OPTION...] | --help
+# usage       sweep.sh --list | --status [RUN...] | [--dry-run] --run [--parallel N] [RUN...] | [--dry-run] --submit [RUN...] [-- SBATCH_OPTION...] | --help
 #
 # What `sbatch sweep.sh` (and --submit) asks for: the runs' own #SBATCH lines, which they
 # share, for every task of the job array.
@@ -57,17 +57,17 @@ sweep       lr-sweep: 6 runs: 5 of the 6 combinations of the axes (1 excluded), 
 obc         0.3.0
 axes        lr: 1e-4, 2e-4, 4e-4
             seed: 1, 2
-runs        ../<run id>/job.sh each, started only if unchanged (sha256); --list or runs.tsv lists them
+runs        ../<run id>/job.sh each, started only if unchanged (sha256); --list or runs.tsv lists them, --status with their states
 submit      --submit: one job array of 6 tasks, 2 at a time; each task runs its run's job.sh
 exit codes  0 done, 1 a run or sbatch failed, 2 usage, 3 a job.sh is not the one obc compiled
             (nothing is started then), 128+N stopped by signal N
-usage       sweep.sh --list | [--dry-run] --run [--parallel N] [RUN...] | [--dry-run] --submit [RUN...] [-- SBATCH_OPTION...] | --help
+usage       sweep.sh --list | --status [RUN...] | [--dry-run] --run [--parallel N] [RUN...] | [--dry-run] --submit [RUN...] [-- SBATCH_OPTION...] | --help
 OBC_EOF
 }
 
 obc_usage() {
   printf 'sweep.sh: %s\n' "$1" >&2
-  printf 'usage: %s\n' 'sweep.sh --list | [--dry-run] --run [--parallel N] [RUN...] | [--dry-run] --submit [RUN...] [-- SBATCH_OPTION...] | --help' >&2
+  printf 'usage: %s\n' 'sweep.sh --list | --status [RUN...] | [--dry-run] --run [--parallel N] [RUN...] | [--dry-run] --submit [RUN...] [-- SBATCH_OPTION...] | --help' >&2
   exit 2
 }
 
@@ -290,6 +290,66 @@ obc_run_all() {
   printf 'obc: sweep %s: %s runs done\n' "$OBC_SWEEP" "$OBC_TOTAL" >&2
 }
 
+# --- --status --------------------------------------------------------------------------
+
+# obc_field NAME: OBC_WORD is the value of NAME in the record OBC_RECORD, unquoted (- for
+# null). The record is job.sh's: these values hold no quote or comma, and a comma follows
+# each.
+obc_field() {
+  OBC_WORD=\"$1\"': '
+  OBC_WORD=${OBC_RECORD#*"$OBC_WORD"}
+  OBC_WORD=${OBC_WORD%%,*}
+  OBC_WORD=${OBC_WORD#\"}
+  OBC_WORD=${OBC_WORD%\"}
+  [ "$OBC_WORD" != null ] || OBC_WORD=-
+}
+
+# obc_state_of INDEX: the state, step, attempt and Slurm job id of the run, tab-separated,
+# as its job.sh --status judges them; the state named as obc status names it.
+obc_state_of() {
+  obc_entry "$1"
+  if ! OBC_RECORD=$(/bin/sh "$OBC_OUT/$OBC_RUN/job.sh" --status 2>&1); then
+    case $OBC_RECORD in
+      'obc: no run of '*) OBC_STATE='not started' ;;
+      *) OBC_STATE=unknown ;;
+    esac
+    printf '%s\t-\t-\t-\n' "$OBC_STATE"
+    return
+  fi
+  obc_field exit_code
+  OBC_EXIT=$OBC_WORD
+  obc_field state
+  case $OBC_WORD in
+    succeeded) OBC_WORD='done' ;;
+    failed) [ "$OBC_EXIT" != 5 ] || OBC_WORD='gave up' ;;
+  esac
+  printf '%s' "$OBC_WORD"
+  for OBC_NAME in step attempt slurm_job_id; do
+    obc_field "$OBC_NAME"
+    printf '\t%s' "$OBC_WORD"
+  done
+  printf '\n'
+}
+
+# The table of --list with each selected run's state after its columns (the run dirs are
+# the runs' own defaults, which job.sh --status reads).
+obc_status_all() {
+  obc_verify_selected
+  OBC_TAB=$(printf '\t')
+  obc_list | {
+    IFS= read -r OBC_LINE
+    printf '%s\tstate\tstep\tattempt\tslurm_job_id\n' "$OBC_LINE"
+    while IFS= read -r OBC_LINE; do
+      # (Assigned, not expanded inside quotes: posh takes the quotes of "$OBC_TAB" there
+      # for characters to match.)
+      OBC_INDEX=${OBC_LINE%%"$OBC_TAB"*}
+      case " $OBC_SELECTED " in
+        *" $OBC_INDEX "*) printf '%s\t%s\n' "$OBC_LINE" "$(obc_state_of "$OBC_INDEX")" ;;
+      esac
+    done
+  }
+}
+
 # --- --submit --------------------------------------------------------------------------
 
 obc_submit() {
@@ -333,7 +393,7 @@ obc_find_out() {
 # --- options ---------------------------------------------------------------------------
 
 obc_mode() {
-  [ -z "$OBC_MODE" ] || [ "$OBC_MODE" = "$1" ] || obc_usage "give one of --list, --run, --submit"
+  [ -z "$OBC_MODE" ] || [ "$OBC_MODE" = "$1" ] || obc_usage "give one of --list, --status, --run, --submit"
   OBC_MODE=$1
 }
 
@@ -343,6 +403,7 @@ while [ "$#" -gt 0 ]; do
     --list) obc_mode list ;;
     --run) obc_mode run ;;
     --submit) obc_mode submit ;;
+    --status) obc_mode status ;;
     --dry-run) OBC_DRY_RUN=1 ;;
     --parallel | --array-task)
       [ "$#" -ge 2 ] && [ -n "$2" ] || obc_usage "$1 needs a value"
@@ -370,7 +431,7 @@ if [ -z "$OBC_MODE" ]; then
   elif [ -n "$OBC_DRY_RUN" ]; then
     OBC_MODE=run
   else
-    obc_usage "give one of --list, --run, --submit"
+    obc_usage "give one of --list, --status, --run, --submit"
   fi
 fi
 [ "$#" -eq 0 ] || [ "$OBC_MODE" = submit ] || obc_usage "only --submit takes sbatch options after --"
@@ -385,6 +446,7 @@ for OBC_WORD in ${1+"$@"}; do
 done
 { [ -z "$OBC_SELECTED" ] && [ -z "$OBC_DRY_RUN" ]; } || [ "$OBC_MODE" != list ] ||
   obc_usage "--list takes no runs and no --dry-run"
+[ -z "$OBC_DRY_RUN" ] || [ "$OBC_MODE" != status ] || obc_usage "--status takes no --dry-run"
 if [ -z "$OBC_SELECTED" ]; then
   OBC_INDEX=0
   while [ "$OBC_INDEX" -lt "$OBC_COUNT" ]; do
@@ -404,6 +466,7 @@ fi
 
 case $OBC_MODE in
   list) obc_list ;;
+  status) obc_status_all ;;
   run) obc_run_all ;;
   submit) obc_submit "$@" ;;
   task) obc_task ;;
