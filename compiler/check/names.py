@@ -108,21 +108,13 @@ class _Lexer:
         text = self.text
         while self.at < len(text):
             char = text[self.at]
-            if char in " \t":
-                self.at += 1
-            elif text.startswith("\\\n", self.at):
-                self.at += 2
-            elif char == "#":
-                end = text.find("\n", self.at)
-                self.at = len(text) if end < 0 else end
+            if self._blank():
+                pass
             elif char == "\n":
                 self.at += 1
                 found.append("\n")
                 self._heredoc_bodies(found)
-            elif closing == "`" and char == "`":
-                self.at += 1
-                return found
-            elif closing == ")" and char == ")" and depth == 0:
+            elif char == closing and (closing == "`" or depth == 0):
                 self.at += 1
                 return found
             elif (operator := self._operator()) is not None:
@@ -135,6 +127,20 @@ class _Lexer:
                 if not (word.text.isdigit() and text[self.at:self.at + 1] in ("<", ">")):
                     found.append(word)  # else the number of a redirection's descriptor
         return found
+
+    def _blank(self) -> bool:
+        """Skip a blank, an escaped newline or a comment, if one is next."""
+        text = self.text
+        if text[self.at] in " \t":
+            self.at += 1
+        elif text.startswith("\\\n", self.at):
+            self.at += 2
+        elif text[self.at] == "#":
+            end = text.find("\n", self.at)
+            self.at = len(text) if end < 0 else end
+        else:
+            return False
+        return True
 
     def _operator(self) -> str | None:
         for operator in (*_REDIRECTIONS, *_OPERATORS):
@@ -242,16 +248,8 @@ class _Lexer:
 
     def _parameter(self, word: _Word) -> None:
         """`${...}`: its name (after a `#` of length), then the words of its operator."""
-        text = self.text
-        if text[self.at] == "#" and text[self.at + 1:self.at + 2] not in ("}", ""):
-            self.at += 1
-        if self.at < len(text) and text[self.at] in _POSITIONAL:
-            word.positional.append(text[self.at])
-            self.at += 1
-        elif (name := _NAME.match(text, self.at)) is not None:
-            word.read.append(name.group())
-            self.at = name.end()
-        depth = 1
+        self._parameter_name(word)
+        text, depth = self.text, 1
         while self.at < len(text):
             char = text[self.at]
             if char == "\\":
@@ -272,6 +270,17 @@ class _Lexer:
                 depth += char == "{"
                 self.at += 1
 
+    def _parameter_name(self, word: _Word) -> None:
+        text = self.text
+        if text[self.at] == "#" and text[self.at + 1:self.at + 2] not in ("}", ""):
+            self.at += 1  # ${#NAME}, its length
+        if self.at < len(text) and text[self.at] in _POSITIONAL:
+            word.positional.append(text[self.at])
+            self.at += 1
+        elif (name := _NAME.match(text, self.at)) is not None:
+            word.read.append(name.group())
+            self.at = name.end()
+
     def _arithmetic(self, word: _Word) -> None:
         """`$((...))`: a bare name in it is read, as `$NAME` is."""
         depth, text = 0, self.text
@@ -288,6 +297,22 @@ class _Lexer:
             else:
                 depth += {"(": 1, ")": -1}.get(char, 0)
                 self.at += 1
+
+
+@dataclass(slots=True)
+class _Statement:
+    """Where a walk of the tokens is: in command position or not; the command word and its
+    arguments so far; what the next word is: "" (a command's), "target" (a redirection's),
+    "name" (for's), "subject" and "in" (case's), "pattern" (case's, up to `)`), "brace" (a
+    function's body); whether the statement so far is one simple command, and whether it
+    goes on past a newline (after `&&`, `||` or `|`)."""
+
+    start: bool = True
+    command: str | None = None
+    arguments: int = 0
+    expect: str = ""
+    simple: bool = True
+    joined: bool = False
 
 
 class _Parser:
@@ -307,84 +332,86 @@ class _Parser:
         return self.defining[-1][0] if self.defining else self.names.top
 
     def run(self, tokens: list[object]) -> None:
-        # In command position; the command word and its arguments so far; what the next
-        # word is: "" (a command's), "target" (a redirection's), "name" (for's), "subject"
-        # and "in" (case's), "pattern" (case's, up to `)`), "brace" (a function's body).
-        start, command, arguments, expect = True, None, 0, ""
-        simple = True  # the statement so far is one simple command
-        joined = False  # after `&&`, `||` or `|`, where a newline goes on
+        state = _Statement()
         self.candidate = None
         for n, token in enumerate(tokens):
             if isinstance(token, _Expansions):
                 self._expansions(token)
             elif isinstance(token, _Word):
                 self._expansions(token)
-                joined = False
-                text = token.text
-                if expect == "brace":
-                    expect = ""  # the body of a function being defined starts
-                if expect == "target":
-                    expect = ""
-                elif expect == "name":
-                    self.body.assigned.setdefault(text)
-                    expect, start = "", False  # `in WORDS` are no command
-                elif expect == "subject":
-                    expect = "in"
-                elif expect == "in":
-                    expect = "pattern"
-                elif expect == "pattern":
-                    if text == "esac":
-                        self._close()
-                        expect = ""
-                elif start and text in _OPENERS:
-                    self.open.append(_OPENERS[text])
-                    expect = {"for": "name", "case": "subject"}.get(text, "")
-                elif start and self.open and text == self.open[-1]:
-                    self._close()
-                elif start and text in _KEEP_POSITION:
-                    pass
-                elif start and tokens[n + 1:n + 3] == ["(", ")"]:
-                    self._define(text)
-                    expect = "brace"
-                elif start and (assignment := _ASSIGNMENT.match(text)) is not None:
-                    self.body.assigned.setdefault(assignment.group(1))
-                elif start:
-                    command, arguments, start = text, 0, False
-                    self.body.returns |= text == "return"
-                    if simple and self._at_body_level():
-                        self.candidate = text
-                else:
-                    arguments += 1
-                    if command in _ASSIGNING and not text.startswith("-") and \
-                            arguments > _ASSIGNING[command]:
-                        match = _ASSIGNMENT.match(text + "=")
-                        if match is not None:
-                            self.body.assigned.setdefault(match.group(1))
-            elif expect == "brace":
-                pass  # the `()` of a definition
-            elif expect == "pattern":
-                expect = "" if token == ")" else expect
-            elif token in _REDIRECTIONS:
-                expect = "target"
-            elif token == "(" and start:
-                self.open.append(")")
-            elif token == ")" and self.open[-1:] == [")"]:
-                self._close()
-            elif token == "\n" and joined:
-                pass  # the statement goes on
+                state.joined = False
+                self._word(state, token.text, tokens[n + 1:n + 3] == ["(", ")"])
             else:
-                self._end_command(command, arguments)
-                command, arguments, start = None, 0, True
-                if token in ("&&", "||", "|", "&"):
-                    self.candidate = None  # not one simple command: may go on
-                else:
-                    self._commit()
-                simple = token not in ("&&", "||", "|")
-                joined = not simple
-                if token == ";;":
-                    expect = "pattern"
-        self._end_command(command, arguments)
+                self._operator(state, str(token))
+        self._end_command(state)
         self._commit()
+
+    def _word(self, state: _Statement, text: str, defines: bool) -> None:
+        if state.expect == "brace":
+            state.expect = ""  # the body of a function being defined starts
+        if state.expect:
+            self._expected(state, text)
+        elif not state.start:
+            self._argument(state, text)
+        elif text in _OPENERS:
+            self.open.append(_OPENERS[text])
+            state.expect = {"for": "name", "case": "subject"}.get(text, "")
+        elif self.open and text == self.open[-1]:
+            self._close()
+        elif defines:
+            self._define(text)
+            state.expect = "brace"
+        elif (assignment := _ASSIGNMENT.match(text)) is not None:
+            self.body.assigned.setdefault(assignment.group(1))
+        elif text not in _KEEP_POSITION:
+            state.command, state.arguments, state.start = text, 0, False
+            self.body.returns |= text == "return"
+            if state.simple and self._at_body_level():
+                self.candidate = text
+
+    def _argument(self, state: _Statement, text: str) -> None:
+        state.arguments += 1
+        if state.command in _ASSIGNING and not text.startswith("-") and \
+                state.arguments > _ASSIGNING[state.command]:
+            match = _ASSIGNMENT.match(text + "=")
+            if match is not None:
+                self.body.assigned.setdefault(match.group(1))
+
+    def _expected(self, state: _Statement, text: str) -> None:
+        """A word that is a redirection's target, or part of a `for` or `case`."""
+        if state.expect == "name":
+            self.body.assigned.setdefault(text)
+            state.start = False  # `in WORDS` are no command
+        elif state.expect in ("subject", "in"):
+            state.expect = {"subject": "in", "in": "pattern"}[state.expect]
+            return
+        elif state.expect == "pattern" and text != "esac":
+            return
+        elif state.expect == "pattern":
+            self._close()
+        state.expect = ""
+
+    def _operator(self, state: _Statement, token: str) -> None:
+        if state.expect == "brace":
+            return  # the `()` of a definition
+        if state.expect == "pattern":
+            state.expect = "" if token == ")" else state.expect
+        elif token in _REDIRECTIONS:
+            state.expect = "target"
+        elif token == "(" and state.start:
+            self.open.append(")")
+        elif token == ")" and self.open[-1:] == [")"]:
+            self._close()
+        elif not (token == "\n" and state.joined):  # after `&&`, `||`, `|`: goes on
+            self._end_command(state)
+            state.command, state.arguments, state.start = None, 0, True
+            if token in ("&&", "||", "|", "&"):
+                self.candidate = None  # not one simple command: may go on
+            else:
+                self._commit()
+            state.simple = token not in ("&&", "||", "|")
+            state.joined = not state.simple
+            state.expect = "pattern" if token == ";;" else state.expect
 
     def _expansions(self, word: _Word) -> None:
         body = self.body
@@ -423,7 +450,8 @@ class _Parser:
             body.steps.append((word, None))
         self.candidate = None
 
-    def _end_command(self, command: str | None, arguments: int) -> None:
-        if command is not None:
-            self.body.calls.setdefault((command, arguments > 0))
-            self.body.steps.append((command, arguments > 0))
+    def _end_command(self, state: _Statement) -> None:
+        if state.command is not None:
+            call = (state.command, state.arguments > 0)
+            self.body.calls.setdefault(call)
+            self.body.steps.append(call)
