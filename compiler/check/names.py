@@ -50,8 +50,10 @@ class Names:
     top: Body = field(default_factory=Body)
     functions: dict[str, Body] = field(default_factory=dict)
 
-    def assigned(self) -> set[str]:
-        return {name for body in self.bodies() for name in body.assigned}
+    def assigned(self) -> dict[str, None]:
+        """Every name assigned, in the order first met (a summary must read the same in
+        every process: the cache knows a check by its text)."""
+        return dict.fromkeys(name for body in self.bodies() for name in body.assigned)
 
     def bodies(self) -> list[Body]:
         return [self.top, *self.functions.values()]

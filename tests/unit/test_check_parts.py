@@ -8,6 +8,9 @@ called). With the real shellcheck."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
@@ -18,7 +21,7 @@ from compiler.check.shellcheck import check_in_parts, check_scripts, check_texts
 from compiler.core.cache import Store
 from compiler.pipeline.build import build_jobs
 from compiler.render.render import render_job
-from tests.conftest import compile_text
+from tests.conftest import REPO, compile_text
 from tests.unit.test_shapes import run_files
 
 # Lines for a function of the job part (obc_steps, the first to run the steps).
@@ -40,6 +43,7 @@ IN_A_FUNCTION = (
 # Lines for the top level of the job part, before its settings.
 AT_THE_TOP = ("obc_never() { :; }", "foo=1", 'echo "$bar"', "obc_usage x",
               "obc_exit() { :; }")
+SCRIPT = REPO / "out" / "slurm-multinode" / "job.sh"
 STORE = Store(None, "findings")
 SEEN: dict = {}  # the library's checks, the same for many examples
 
@@ -52,7 +56,7 @@ def inject(text: str, line: str | None, top: bool) -> str:
     return text.replace("\nobc_steps() {\n", f"\nobc_steps() {{\n{line}\n", 1)
 
 
-@pytest.mark.slow  # a minute: shellcheck on 25 whole scripts
+@pytest.mark.slow  # minutes: shellcheck on 25 whole scripts and their parts
 @settings(derandomize=True, database=None, max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(run=run_files(), hostile=st.sampled_from(
@@ -102,3 +106,16 @@ steps: [{{name: train, run: [python, train.py]}}]
         for number, line in zip(part.lines, part.text.removesuffix("\n").split("\n"),
                                 strict=True):
             assert number is None or lines[number - 1] == line
+
+
+def test_the_parts_read_the_same_in_every_process():
+    # The cache knows a check by its text: a summary in another order would check the
+    # library again in each new process.
+    program = ("import hashlib, sys; from compiler.check.parts import split; "
+               "print(*(hashlib.sha256(p.text.encode()).hexdigest() for p in "
+               "split(open(sys.argv[1]).read())))")
+    digests = {subprocess.run([sys.executable, "-c", program, str(SCRIPT)], check=True,
+                              capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+               for seed in ("1", "2", "3")}
+    assert len(digests) == 1
