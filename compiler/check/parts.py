@@ -1,25 +1,30 @@
-"""A job's script checked in its two parts: the job part (its header and the job) and obc's
-runtime library (every part of it, the `obc_main` call and the plan record), each followed or
-preceded by a summary of the other. The library is the same text in every script of one obc
-version that embeds those parts, so its check is found in the cache; only the job part,
-about a tenth of the script, is new for each shape.
+"""A job's script checked in its two parts: the job part (its header and the job, and the
+plan record after the library) and obc's runtime library (its parts and the `obc_main`
+call), each followed or preceded by a summary of the other. The library is the same text in
+every script of one obc version with those parts, so its check is found in the cache; only
+the job part, about a tenth of the script, is new for each shape.
 
 shellcheck's findings on a line depend on the rest of the script only through names: which
 variables are assigned and read, which functions are defined, called with arguments or
 without, and always exit (names.py), and the directives before its first command, which
-hold for the whole file. The summary of a part says exactly that in a few lines of shell:
+hold for the whole file. The summary of a part says that in a few lines of shell:
 
-    NAME= NAME=                 the variables it assigns, every one (a misspelt name is
+    NAME='' NAME=''             the variables it assigns, every one (a misspelt name is
                                 told by its likeness to the names assigned)
-    : "$NAME" "$1"              those it reads that the other part assigns, and its own
-                                arguments
-    [ "$$" = 0 ] || FUNCTION x  each function it calls, with an argument if a call has any
-                                (`$$` keeps each call reachable, as in the part)
-    exit                        last, in a function that always exits
+    : "$NAME" "$1"              those it reads that the other part assigns, and the
+                                arguments its top level reads
+    FUNCTION() {                each function the other part calls, or that leads to one
+      : "$1"                    of the other's: the arguments it reads,
+      [ "$$" = 0 ] || OTHER x   the calls it makes, with an argument if the call has any
+      exit                      (`$$` keeps each reachable), up to where it always exits
+    }
+    [ "$$" = 0 ] || FUNCTION x  the top level's calls, and `exit` if it always exits
 
-its top level first, then each function it defines, in order. Findings on the summary's
-lines are the other check's to make, and dropped; those on the part's own lines are mapped
-back to the script's lines.
+Findings on the summary's lines are the other check's to make, and dropped; those on the
+part's own lines are mapped back to the script's lines. Where shellcheck's reachability
+analysis of a long script differs from that of a short one (a call that never returns, seen
+through another), a part can find more or less than the whole: a shape with any finding
+in its parts therefore has its scripts checked whole (shellcheck.py).
 """
 
 from __future__ import annotations
