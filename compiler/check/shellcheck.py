@@ -1,6 +1,6 @@
 """Stage 5, check: scripts → shellcheck's findings, as diagnostics. Each distinct shape (or
-text) is checked once, and findings are kept in the cache by shellcheck's build, its options
-and the text checked."""
+text) is checked once, a shape in its two parts (parts.py), and findings are kept in the
+cache by shellcheck's build, its options and the text checked."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import sys
 import sysconfig
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
 from ..core.cache import FORMAT, Store, digest
 from ..core.diagnostics import Diagnostic, ObcError
 from ..core.workers import cores
+from .parts import Part, split
 
 # Options: POSIX sh (what the scripts promise), no user .shellcheckrc (same findings on every
 # machine), every finding down to style level counts.
@@ -83,12 +84,13 @@ Checked = tuple[str, str, str | None]
 
 def check_scripts(scripts: list[Checked], store: Store, *, parallel: bool = True,
                   seen: Seen | None = None) -> list[Diagnostic]:
-    """Return shellcheck's findings on `scripts`: each shape is checked once, and the scripts
-    of no shape, or of a shape with findings, as they are written; with one shellcheck per
-    core if `parallel` (not in a worker process, which has a core of its own), remembering
-    the findings in `seen`."""
-    first = check_texts([shape or text for _, text, shape in scripts], store, parallel=parallel,
-                        seen=seen)
+    """Return shellcheck's findings on `scripts`: each shape is checked once, in its parts,
+    and the scripts of no shape, or of a shape with findings, as they are written; with one
+    shellcheck per core if `parallel` (not in a worker process, which has a core of its own),
+    remembering the findings in `seen`."""
+    first = check_in_parts([shape for _, _, shape in scripts if shape], store,
+                           parallel=parallel, seen=seen,
+                           whole=[text for _, text, shape in scripts if not shape])
     second = check_texts([text for _, text, shape in scripts if shape and first[shape]], store,
                          parallel=parallel, seen=seen)
     return sorted(
@@ -100,6 +102,30 @@ def check_scripts(scripts: list[Checked], store: Store, *, parallel: bool = True
 
 # Findings looked up already, by key (see check_texts).
 Seen = dict[str, tuple[Finding, ...]]
+
+
+def check_in_parts(texts: Iterable[str], store: Store, *, parallel: bool = True,
+                   seen: Seen | None = None, whole: Iterable[str] = ()) -> \
+        dict[str, tuple[Finding, ...]]:
+    """Return shellcheck's findings for each distinct text of `texts` and `whole`: a job's
+    script in `texts` is checked in its two parts (parts.py), each finding at the script's
+    line; the texts in `whole`, and those that embed no library, are checked whole. Both
+    in one run of shellcheck (or one per core)."""
+    parts = {**{text: split(text) for text in texts}, **dict.fromkeys(whole)}
+    found = check_texts([checked for text, pair in parts.items()
+                         for checked in ([text] if pair is None else [p.text for p in pair])],
+                        store, parallel=parallel, seen=seen)
+    return {text: found[text] if pair is None else _script_findings(pair, found)
+            for text, pair in parts.items()}
+
+
+def _script_findings(pair: tuple[Part, Part], found: dict[str, tuple[Finding, ...]]) -> \
+        tuple[Finding, ...]:
+    """The findings of a script's parts on their own lines, at the script's lines."""
+    return tuple(sorted(
+        (replace(finding, line=line) for part in pair for finding in found[part.text]
+         if (line := part.lines[finding.line - 1]) is not None),
+        key=lambda f: (f.line, f.column)))
 
 
 def check_texts(texts: Iterable[str], store: Store, *, parallel: bool = True,

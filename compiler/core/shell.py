@@ -30,6 +30,11 @@ RESERVED_WORDS = frozenset((
 ))
 
 
+# The first line of each part of obc's runtime library in a script (templates/lib/*.sh): a
+# script's job part is what comes before the first (render/library.py, check/parts.py).
+LIBRARY_SECTION = re.compile(r"^# --- obc's library: (\w+) -*$", re.MULTILINE)
+
+
 class ShellText(str):
     """Text that is already valid shell: quoted words, or fragments obc wrote itself."""
 

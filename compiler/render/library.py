@@ -10,11 +10,11 @@ verifier read a script's parts back by `part_sha256`.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import cache
 
 from ..core.resources import data_dir
+from ..core.shell import LIBRARY_SECTION
 from ..model.job import Job
 from ..model.runtimes import Apptainer, Container, Enroot, Native
 from .meaning import RECORD_PREFIX
@@ -88,14 +88,10 @@ def released_parts() -> dict[str, dict[str, str]]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-# A part's first line, as every part under templates/lib/ starts.
-_SECTION = re.compile(r"# --- obc's library: (\w+) -*")
-
-
 def job_part(text: str) -> str:
     """A script's text before its library: its header and the job (all of it, if it embeds
     no library)."""
-    match = re.search(r"^# --- obc's library: \w+ -*$", text, flags=re.M)
+    match = LIBRARY_SECTION.search(text)
     return text[:match.start()] if match else text
 
 
@@ -137,7 +133,7 @@ def read_library(text: str) -> EmbeddedLibrary | None:
         return None
     version, _, names = header.removeprefix(LIBRARY_LINE_PREFIX).partition(" ")
     named = tuple(tuple(part.split(" ", 1)) for part in names.split(", ") if " " in part)
-    starts = [n for n, line in enumerate(lines) if _SECTION.fullmatch(line)]
+    starts = [n for n, line in enumerate(lines) if LIBRARY_SECTION.fullmatch(line)]
     end = _main_call(lines)
     embedded = []
     for start, stop in zip(starts, [*starts[1:], end], strict=True):
@@ -145,7 +141,7 @@ def read_library(text: str) -> EmbeddedLibrary | None:
         body = lines[start:stop]
         if body and body[-1] == "":
             body = body[:-1]
-        name = _SECTION.fullmatch(lines[start]).group(1)  # type: ignore[union-attr]
+        name = LIBRARY_SECTION.fullmatch(lines[start]).group(1)  # type: ignore[union-attr]
         embedded.append((name, sha256_of("\n".join(body) + "\n")))
     return EmbeddedLibrary(version, named, tuple(embedded), end < len(lines),
                            _after_library(lines[end + 1:]))

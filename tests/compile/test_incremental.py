@@ -164,6 +164,35 @@ def test_shapes_stand_for_scripts_and_full_check_checks_each(project, cache, obc
     assert set(calls[0]) == scripts
 
 
+def shellchecked(monkeypatch) -> list[str]:
+    """Record the texts shellcheck itself runs on (not those found in the cache)."""
+    ran: list[str] = []
+    real = check._run
+
+    def recording(shellcheck, texts, parallel=True):
+        ran.extend(texts)
+        return real(shellcheck, texts, parallel)
+
+    monkeypatch.setattr(check, "_run", recording)
+    return ran
+
+
+@pytest.mark.slow
+def test_a_shape_is_checked_in_parts_and_a_new_one_without_the_library(project, cache, obc,
+                                                                       monkeypatch):
+    ran = shellchecked(monkeypatch)
+    assert obc(*COMPILE).code == 0
+    scripts = {p.read_text() for p in (project / "out").glob("*/job.sh")}
+    assert ran and not set(ran) & scripts
+    assert any("# --- obc's library: core" in text for text in ran)  # the library's part
+    ran.clear()
+    run = project / "examples" / "docker-qlora.yaml"
+    run.write_text(run.read_text().replace("  - HF_TOKEN\n", "  - HF_TOKEN\n  - OTHER\n"))
+    assert obc(*COMPILE).code == 0  # another shape: one more line in its preflight
+    (job_part,) = ran
+    assert "# --- obc's library" not in job_part and "OTHER" in job_part
+
+
 def test_the_scripts_of_a_shape_with_findings_are_checked_as_written(project, cache, obc,
                                                                     monkeypatch):
     calls = checked_texts(monkeypatch)
