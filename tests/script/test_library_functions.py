@@ -17,6 +17,10 @@ from tests.conftest import REPO, SHELLS
 LIBRARY = REPO / "templates" / "lib"
 
 
+# What the part main sets before any step runs, which obc_say (core) reads: no step's log.
+NO_STEP_YET = "OBC_LOG=''\n"
+
+
 def run_library(shell: str, parts: list[str], code: str, path: str | None = None) -> \
         subprocess.CompletedProcess[str]:
     """Source `parts` in `shell` (set -u, as a job runs), then run `code`."""
@@ -28,7 +32,7 @@ def run_library(shell: str, parts: list[str], code: str, path: str | None = None
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_retry_tries_again_only_for_its_exit_codes_and_up_to_its_maximum(shell):
-    done = run_library(shell, ["core", "records", "retry"], """\
+    done = run_library(shell, ["core", "records", "retry"], NO_STEP_YET + """\
 OBC_RETRY_EXIT_CODES='75 137' OBC_RETRY_MAX=2 OBC_RETRY_REQUEUES=''
 OBC_NUMBER=1 OBC_STEP_COUNT=1 OBC_NAME=train
 for OBC_STATUS in 7 1 137 75 75; do
@@ -59,7 +63,8 @@ obc_which missing {tmp_path}/a:{tmp_path}/b || printf 'not found\\n'
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_absolute_path_drops_relative_and_empty_entries_and_says_so(shell):
-    done = run_library(shell, ["core"], 'obc_absolute_path\nprintf "%s\\n" "$PATH"\n',
+    done = run_library(shell, ["core"],
+                       NO_STEP_YET + 'obc_absolute_path\nprintf "%s\\n" "$PATH"\n',
                        path=f"bin::/usr/bin:.:{os.environ['PATH']}")
     assert done.returncode == 0
     assert done.stdout == f"/usr/bin:{os.environ['PATH']}\n"
@@ -114,7 +119,7 @@ obc_launch_across_nodes obc_start {" ".join(launch.one_node)}
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_the_launchers_step_or_a_nodes_part_of_it_gets_the_grace_more(shell):
-    done = run_library(shell, ["launcher"], """\
+    done = run_library(shell, ["core", "launcher"], NO_STEP_YET + """\
 OBC_LAUNCHER=torchrun OBC_LAUNCHER_STEP=train OBC_CHECKPOINT_GRACE=25
 for OBC_CASE in train: export: export:.obc/tmp/failed; do
   OBC_NAME=${OBC_CASE%%:*} OBC_NODE_TASK=${OBC_CASE#*:} OBC_STOP_TIMEOUT=60
@@ -152,7 +157,7 @@ OBC_NAME=merge obc_on_every_node run python3 -c 'merge'
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_starting_over_names_the_trainers_own_resume_field(shell):
-    done = run_library(shell, ["core", "records", "resume_never"], """\
+    done = run_library(shell, ["core", "records", "resume_never"], NO_STEP_YET + """\
 OBC_RESUME_FIELD=trainer.trl.resume OBC_DRY_RUN=1
 OBC_NUMBER=1 OBC_STEP_COUNT=2 OBC_NAME=train
 obc_resume
