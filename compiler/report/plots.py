@@ -13,6 +13,7 @@ from ..core.diagnostics import ObcError
 try:
     import matplotlib
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 except ImportError as missing:  # an optional extra: only `obc report` needs it
     raise ObcError("obc report draws with matplotlib, which is not installed: "
                    "pip install 'overbrainer[report]'") from missing
@@ -40,6 +41,7 @@ def loss_svg(title: str, curves: Sequence[Curve], *, legend: bool) -> str:
             steps, losses = zip(*points, strict=True)
             axes.plot(steps, losses, marker="." if len(points) < 30 else None, label=label)
         axes.set(title=title, xlabel="step", ylabel="loss")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
         axes.grid(alpha=0.3)
         if legend:
             axes.legend()
