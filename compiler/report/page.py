@@ -14,7 +14,8 @@ from .plots import Curve, loss_svg
 STYLE = """\
 body { font-family: sans-serif; margin: 1.5em; color: #222; }
 table { border-collapse: collapse; }
-th, td { padding: 0.2em 0.8em; text-align: left; border-bottom: 1px solid #ddd; }
+th, td { padding: 0.2em 0.8em; text-align: left; white-space: nowrap;
+         border-bottom: 1px solid #ddd; }
 figure { margin: 1em 0; }
 .problems { color: #a00; }"""
 
