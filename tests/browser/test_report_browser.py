@@ -10,11 +10,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from tests.compile.test_report import report, sweep_records
+from tests.compile.test_report import curves, report, sweep_records
 
 # matplotlib's first two colours (its default cycle): the first and second curve of a plot.
 BLUE, ORANGE = (0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E)
-GRID = "#b0b0b0"  # matplotlib's grid.color
 WINDOW = (1000, 1400)  # the table, then the three plots, one below the other
 
 
@@ -44,14 +43,7 @@ def test_chromium_builds_the_table_a_plot_per_curve_and_a_path_per_line(tmp_path
     figures = re.findall(r'<figure class="(\w+)">(.*?)</figure>', dom, re.S)
     assert [(kind, body.count("<svg ")) for kind, body in figures] == [
         ("sweep", 1), ("run", 1), ("run", 1)]
-
-    def curves(svg: str) -> list[str]:
-        """The stroke colour of each line of the plot (matplotlib's ids: line2d_N), less
-        the grid's (grey)."""
-        lines = re.findall(r'<g id="line2d_\d+">\s*<path d="M[^"]*"[^>]*stroke: (#\w+)', svg)
-        return [colour for colour in lines if colour != GRID]
-
-    assert [curves(body) for _, body in figures] == [
+    assert [[colour for _, colour in curves(body)] for _, body in figures] == [
         ["#1f77b4", "#ff7f0e", "#1f77b4", "#ff7f0e"],  # two lines, and the legend's two
         ["#1f77b4"], ["#1f77b4"]]
 

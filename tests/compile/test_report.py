@@ -34,6 +34,7 @@ trainer: {axolotl: {config: {output_dir: out, max_steps: 4}}}
 matrix: {axes: {lr: {set: trainer.axolotl.config.learning_rate,
                      values: ["1e-4", "2e-4", "4e-4"]}}}
 """
+GRID = "#b0b0b0"
 
 
 class HtmlSnapshot(SingleFileSnapshotExtension):
@@ -61,6 +62,13 @@ def report(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "compiler", "report", *args], cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                           text=True, timeout=120, check=False)
+
+
+def curves(svg: str) -> list[tuple[str, str]]:
+    """The path and stroke colour of each line of a plot (matplotlib's ids: line2d_N),
+    the legend's included, less the grid's (grey, its grid.color)."""
+    lines = re.findall(r'<g id="line2d_\d+">\s*<path d="(M[^"]*)"[^>]*stroke: (#\w+)', svg)
+    return [(path, colour) for path, colour in lines if colour != GRID]
 
 
 def without_plots(page: str) -> str:
