@@ -27,7 +27,8 @@ STUBS = TESTS / "support" / "stubs"
 # What a test needs beyond Python is a marker (pyproject.toml says what each needs; README,
 # "Tests"): every test in the folder of tests/ that holds that need has it...
 FOLDER_NEEDS = {"script": "shells", "engines": "engines", "slurm": "slurm", "axolotl": "axolotl",
-                "trl": "trl", "llamafactory": "llamafactory", "packaging": "packaging"}
+                "trl": "trl", "llamafactory": "llamafactory", "packaging": "packaging",
+                "browser": "browser"}
 # ...and so has any test elsewhere that asks for a fixture starting the real thing, directly
 # or through another fixture (a parameter of the same name is no need).
 FIXTURE_NEEDS = {"podman": "engines", "docker": "engines", "test_image_tar": "engines",

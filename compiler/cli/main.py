@@ -1,5 +1,5 @@
-"""The `obc` command line: compile, plan, validate, lock, schema, status, init. Chooses what is
-printed and the exit code.
+"""The `obc` command line: compile, plan, validate, lock, schema, status, report, init.
+Chooses what is printed and the exit code.
 
 Exit codes: 0 success; 1 invalid input, drift found by --check, or shellcheck findings;
 2 usage error or a broken environment. `plan --detailed-exitcode`: 0 no changes, 1 any
@@ -135,6 +135,15 @@ def build_parser() -> argparse.ArgumentParser:
                              "on a terminal, else one after the other")
     status.add_argument("--count", type=_count, metavar="N",
                         help="with --watch, stop after N tables")
+    report = commands.add_parser("report", help="write the status table and each run's loss "
+                                                "curve (a sweep's overlaid) as one static "
+                                                "HTML page (needs overbrainer[report])")
+    report.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="as obc status takes them")
+    report.add_argument("--run-dir-root", type=Path, metavar="DIR",
+                        help="as obc status takes it")
+    report.add_argument("-o", "--output", type=Path, required=True, metavar="FILE",
+                        help="the HTML file to write (replaced)")
     init = commands.add_parser("init", help="write a commented run file beside each trainer "
                                             "config (Axolotl, TRL or LLaMA-Factory, told by "
                                             "its keys); never over a file")
@@ -202,6 +211,21 @@ def _status(args: argparse.Namespace) -> int:
         if args.watch is None or printed == args.count:
             return EXIT_INVALID if any(row.problem for row in rows) else EXIT_OK
         time.sleep(args.watch)
+
+
+def _report_page(args: argparse.Namespace) -> int:
+    """Write the report of the jobs; exit 1, as status does, if a job's state is unknown."""
+    # Imported here: matplotlib is an extra, and heavy.
+    from ..report.page import report_page  # noqa: PLC0415
+
+    now = datetime.now(UTC)
+    rows = [build_row(job, now) for job in find_jobs(args.paths, args.run_dir_root)]
+    try:
+        args.output.write_text(report_page(rows), encoding="utf-8")
+    except OSError as error:
+        raise ObcError(f"{args.output}: cannot write: {error.strerror or error}") from error
+    print(visible(f"obc: wrote {args.output}"), file=sys.stderr)
+    return EXIT_INVALID if any(row.problem for row in rows) else EXIT_OK
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -487,4 +511,4 @@ def _lock_change(image: str, old: str | None, new: str | None) -> str | None:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compile": _compile, "plan": _plan, "validate": _validate, "lock": _lock, "schema": _schema,
-    "status": _status, "verify": _verify, "init": _init}
+    "status": _status, "report": _report_page, "verify": _verify, "init": _init}

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core.diagnostics import ObcError
 from ..core.shell import expanded_path
+from ..model.job import SweepRun
 from ..render.meaning import read_record
 
 JOB, SWEEP = "job.sh", "sweep.sh"
@@ -23,12 +24,16 @@ JOB, SWEEP = "job.sh", "sweep.sh"
 class Watched:
     """A job to show: its id (of a run dir named as such: its path), its run dir on this
     machine, and where train writes its checkpoint-N folders (None: it has no trainer, or
-    it is not known); `problem` says why a run dir is not known (a variable is not set)."""
+    it is not known); `problem` says why a run dir is not known (a variable is not set).
+    A run of a sweep has its place in it: the sweep's id, and which run it is
+    (`lr=1e-4 seed=2`, as its header says)."""
 
     job: str
     run_dir: Path | None
     checkpoints: Path | None = None
     problem: str | None = None
+    sweep: str | None = None
+    which: str | None = None
 
 
 def find_jobs(paths: list[Path], run_dir_root: Path | None,
@@ -84,12 +89,24 @@ def _watched(script: Path, run_dir_root: Path | None, environ: Mapping[str, str]
     job, default = record.get("id"), record.get("run_dir")
     if not isinstance(job, str) or not isinstance(default, str):
         raise ObcError(f"{script}: not a job.sh of obc's (its record names no id and run dir)")
+    place = _place(record.get("sweep"))
     try:
         run_dir = run_dir_root / job if run_dir_root else _path(default, environ)
-        return Watched(job, run_dir, _checkpoints(record.get("checkpoints"), run_dir, environ))
+        return Watched(job, run_dir, _checkpoints(record.get("checkpoints"), run_dir, environ),
+                       **place)
     except KeyError as unset:
         return Watched(job, None, problem=f"${{{unset.args[0]}}} is not set: give "
-                                            "--run-dir-root, or set it as the job would have it")
+                                            "--run-dir-root, or set it as the job would have it",
+                       **place)
+
+
+def _place(sweep: dict[str, Any] | None) -> dict[str, str]:
+    """The sweep a job's record says it is a run of, and which run, as its header says."""
+    if not sweep:
+        return {}
+    # A named run has no labels: its record holds an empty list.
+    run = SweepRun(sweep["sweep"], tuple(dict(sweep["labels"] or {}).items()), sweep["name"], ())
+    return {"sweep": run.sweep, "which": run.which}
 
 
 def _checkpoints(checkpoints: dict[str, Any] | None, run_dir: Path,

@@ -18,25 +18,34 @@ CHECKPOINT = re.compile(r"checkpoint-([0-9]+)")
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """The newest whole checkpoint's folder name, and the last logged step and loss."""
+    """The newest whole checkpoint's folder name, and the losses logged: (step, loss) in the
+    order of log_history, the loss curve of `obc report`; the last is the table's."""
 
     checkpoint: str | None = None
-    step: int | None = None
-    loss: float | None = None
+    losses: tuple[tuple[int | float, float], ...] = ()
+
+    @property
+    def step(self) -> int | float | None:
+        return self.losses[-1][0] if self.losses else None
+
+    @property
+    def loss(self) -> float | None:
+        return self.losses[-1][1] if self.losses else None
 
 
 def read_progress(output_dir: Path | None) -> Progress:
-    """What train in `output_dir` got to: its newest whole checkpoint, and the last loss
+    """What train in `output_dir` got to: its newest whole checkpoint, and the losses
     logged there or in output_dir's own trainer_state.json (written when training ends),
-    whichever logged the later step."""
+    whichever logged the later last step."""
     if output_dir is None:
         return Progress()
     newest = newest_checkpoint(output_dir)
     states = [output_dir / TRAINER_STATE]
     if newest is not None:
         states.append(output_dir / newest / TRAINER_STATE)
-    logged = max((_last_loss(state) for state in states), key=lambda found: found[0] or -1)
-    return Progress(newest, *logged)
+    logged = max((_losses(state) for state in states),
+                 key=lambda losses: losses[-1][0] if losses else -1)
+    return Progress(newest, logged)
 
 
 def newest_checkpoint(output_dir: Path) -> str | None:
@@ -59,16 +68,15 @@ def _folders(output_dir: Path) -> list[Path]:
         return []
 
 
-def _last_loss(state: Path) -> tuple[int | None, float | None]:
-    """The step and loss of the last entry of log_history that logged a training loss."""
+def _losses(state: Path) -> tuple[tuple[int | float, float], ...]:
+    """The step and loss of each entry of log_history that logged a training loss."""
     try:
         history = json.loads(state.read_text(encoding="utf-8")).get("log_history") or []
     except (OSError, UnicodeError, ValueError, AttributeError):
-        return None, None
-    logged = [(entry.get("step"), entry["loss"]) for entry in history
-              if isinstance(entry, dict) and _is_number(entry.get("loss"))
-              and _is_number(entry.get("step"))]
-    return logged[-1] if logged else (None, None)
+        return ()
+    return tuple((entry["step"], entry["loss"]) for entry in history
+                 if isinstance(entry, dict) and _is_number(entry.get("loss"))
+                 and _is_number(entry.get("step")))
 
 
 def _is_number(value: object) -> bool:

@@ -13,7 +13,9 @@ import subprocess
 
 import pytest
 
+from compiler.status.progress import read_progress
 from tests.axolotl.test_axolotl_real import JOB_TIMEOUT, dump, home, last_lines, native
+from tests.compile.test_report import curves
 from tests.script.test_sweep_script import compile_out
 from tests.support.axolotl import OUTPUT_DIR, PROGRAMS, clean_env, lora_config
 from tests.support.engines import wait_until
@@ -41,6 +43,10 @@ def last_loss(checkpoint) -> tuple[int, float]:
     history = json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
     logged = [entry for entry in history if "loss" in entry][-1]
     return logged["step"], logged["loss"]
+
+
+def losses(output_dir) -> tuple:
+    return read_progress(output_dir).losses
 
 
 def test_obc_status_shows_a_done_and_a_stopped_run_with_their_last_losses(
@@ -83,3 +89,14 @@ def test_obc_status_shows_a_done_and_a_stopped_run_with_their_last_losses(
     table = obc("status", str(out / "st")).stdout.splitlines()
     assert [line.split()[:2] for line in table[1:]] == [["st-done", "done"],
                                                         ["st-stopped", "stopped"]]
+
+    page = tmp_path / "report.html"
+    assert obc("report", str(out / "st"), "-o", str(page)).code == 0
+    # The sweep's plot overlays both runs, labelled by their axis values, each run's line
+    # through as many points as it logged losses (the legend draws each again, one stroke).
+    (overlay,) = re.findall(r'<figure class="sweep">\n(<svg .*?</svg>)', page.read_text(), re.S)
+    assert re.findall(r">run=(\w+)<", overlay) == ["done", "stopped"]
+    lines = curves(overlay)
+    assert [colour for _, colour in lines] == ["#1f77b4", "#ff7f0e", "#1f77b4", "#ff7f0e"]
+    logged = [len(losses(runs / run / OUTPUT_DIR)) for run in ("st-done", "st-stopped")]
+    assert [path.count("L") + 1 for path, _ in lines[:2]] == logged

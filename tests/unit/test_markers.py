@@ -16,7 +16,7 @@ from tests.conftest import FOLDER_NEEDS, REPO
 
 # The README's quick command selects these, but for the slow ones.
 NOTHING = "not shells and not engines and not slurm and not axolotl and not trl and " \
-    "not llamafactory and not packaging"
+    "not llamafactory and not packaging and not browser"
 NEEDS = set(FOLDER_NEEDS.values())
 
 # Prints each collected test's id and markers, as JSON.
