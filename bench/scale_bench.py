@@ -29,9 +29,14 @@ REPO = Path(__file__).resolve().parent.parent
 GOALS = {"cold": (20.0, 200), "check": (3.0, 200)}
 
 
+def obc_environment(code: Path) -> dict[str, str]:
+    """The environment in which `python -m compiler` is the obc in `code`."""
+    return {**os.environ, "PYTHONPATH": str(code)}
+
+
 def run_obc(code: Path, root: Path, *args: str) -> tuple[float, int]:
     """Run the obc in `code` in `root`; return its wall seconds and peak RSS (KiB)."""
-    env = {**os.environ, "PYTHONPATH": str(code), "OBC_COMPILE_CACHE": str(root / "cache")}
+    env = {**obc_environment(code), "OBC_COMPILE_CACHE": str(root / "cache")}
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "compiler", *args], cwd=root, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -63,7 +68,7 @@ def main() -> None:
         for name, code in codes.items():
             roots[name] = Path(tmp, name)
             make_runs(roots[name] / "runs", options.runs)
-            compile_bytecode(sys.executable, code)
+            compile_bytecode(sys.executable, code, obc_environment(code))
         rounds: dict[str, list[dict[str, tuple[float, int]]]] = {name: [] for name in codes}
         for _ in range(options.repeat):
             for name, code in codes.items():

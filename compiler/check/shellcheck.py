@@ -111,7 +111,9 @@ def check_in_parts(texts: Iterable[str], store: Store, *, parallel: bool = True,
     script in `texts` is checked in its two parts (parts.py), each finding at the script's
     line; the texts in `whole`, and those that embed no library, are checked whole. Both
     in one run of shellcheck (or one per core)."""
-    parts = {**{text: split(text) for text in texts}, **dict.fromkeys(whole)}
+    # Each distinct text once: a chunk's scripts share a few shapes, and splitting one reads
+    # its every line.
+    parts = {**{text: split(text) for text in dict.fromkeys(texts)}, **dict.fromkeys(whole)}
     found = check_texts([checked for text, pair in parts.items()
                          for checked in ([text] if pair is None else [p.text for p in pair])],
                         store, parallel=parallel, seen=seen)
