@@ -51,24 +51,34 @@ def clean_env(home: Path, path: str = "/usr/bin:/bin", **extra: str) -> dict[str
 OFFLINE = {"HF_HUB_OFFLINE": "1", "AXOLOTL_DO_NOT_TRACK": "1"}
 
 
+def installed_venv(venv: Path, title: str, variable: str) -> Path:
+    """A trainer's venv that tests/run installed; a test that needs it fails without it."""
+    if not (venv / "obc-installed").is_file():
+        pytest.fail(f"no {title} venv at {venv} ({variable}): tests/run installs it")
+    return venv
+
+
+def built_tiny_model(venv: Path, tmp_path_factory: pytest.TempPathFactory, name: str,
+                     **env: str) -> Path:
+    """A new folder where `venv`'s python ran tiny_model.py with no hub: its `model`
+    (save_pretrained) and `data.jsonl` (alpaca rows)."""
+    root = tmp_path_factory.mktemp(f"tiny-{name}")
+    home = tmp_path_factory.mktemp(f"tiny-{name}-home")
+    result = subprocess.run([str(venv / "bin" / "python"), str(PROGRAMS / "tiny_model.py"),
+                             str(root)], env=clean_env(home, **{"HF_HUB_OFFLINE": "1", **env}),
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    return root
+
+
 @pytest.fixture(scope="session")
 def axolotl_venv() -> Path:
-    """The Axolotl venv tests/run installed; a test that needs it fails without it."""
-    if not (AXOLOTL_VENV / "obc-installed").is_file():
-        pytest.fail(f"no Axolotl venv at {AXOLOTL_VENV} (OBC_AXOLOTL_VENV): tests/run "
-                    "installs it")
-    return AXOLOTL_VENV
+    return installed_venv(AXOLOTL_VENV, "Axolotl", "OBC_AXOLOTL_VENV")
 
 
 @pytest.fixture(scope="session")
 def tiny_model(axolotl_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> TinyModel:
-    root = tmp_path_factory.mktemp("tiny-axolotl")
-    home = tmp_path_factory.mktemp("tiny-axolotl-home")
-    result = subprocess.run([str(axolotl_venv / "bin" / "python"),
-                             str(PROGRAMS / "tiny_model.py"), str(root)],
-                            env=clean_env(home, **OFFLINE), capture_output=True, text=True,
-                            timeout=300, check=False)
-    assert result.returncode == 0, result.stderr
+    root = built_tiny_model(axolotl_venv, tmp_path_factory, "axolotl", **OFFLINE)
     # save_pretrained writes the weights 0600: a container step that runs as another user
     # must still read them.
     for path in (root, *root.rglob("*")):

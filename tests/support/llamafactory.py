@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.support.axolotl import PROGRAMS, clean_env
+from tests.support.axolotl import built_tiny_model, installed_venv
 
 LLAMAFACTORY_VENV = Path(os.environ.get("OBC_LLAMAFACTORY_VENV", "/opt/obc-llamafactory"))
 # Where a run of lora_config leaves its outputs, and export its merged model, in the run dir.
@@ -37,23 +36,13 @@ class TinyFactory:
 
 @pytest.fixture(scope="session")
 def llamafactory_venv() -> Path:
-    """The LLaMA-Factory venv tests/run installed; a test that needs it fails without it."""
-    if not (LLAMAFACTORY_VENV / "obc-installed").is_file():
-        pytest.fail(f"no LLaMA-Factory venv at {LLAMAFACTORY_VENV} (OBC_LLAMAFACTORY_VENV): "
-                    "tests/run installs it")
-    return LLAMAFACTORY_VENV
+    return installed_venv(LLAMAFACTORY_VENV, "LLaMA-Factory", "OBC_LLAMAFACTORY_VENV")
 
 
 @pytest.fixture(scope="session")
 def tiny_factory(llamafactory_venv: Path,
                  tmp_path_factory: pytest.TempPathFactory) -> TinyFactory:
-    root = tmp_path_factory.mktemp("tiny-llamafactory")
-    home = tmp_path_factory.mktemp("tiny-llamafactory-home")
-    result = subprocess.run([str(llamafactory_venv / "bin" / "python"),
-                             str(PROGRAMS / "tiny_model.py"), str(root)],
-                            env=clean_env(home, HF_HUB_OFFLINE="1"),
-                            capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr
+    root = built_tiny_model(llamafactory_venv, tmp_path_factory, "llamafactory")
     data = root / "data"
     data.mkdir()
     (root / "data.jsonl").rename(data / "tiny.jsonl")

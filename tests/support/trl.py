@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.support.axolotl import PROGRAMS, clean_env
+from tests.support.axolotl import built_tiny_model, installed_venv
 
 TRL_VENV = Path(os.environ.get("OBC_TRL_VENV", "/opt/obc-trl"))
 # Where a run of sft_config leaves its outputs, relative to the run dir.
@@ -34,20 +33,12 @@ class TinySft:
 
 @pytest.fixture(scope="session")
 def trl_venv() -> Path:
-    """The TRL venv tests/run installed; a test that needs it fails without it."""
-    if not (TRL_VENV / "obc-installed").is_file():
-        pytest.fail(f"no TRL venv at {TRL_VENV} (OBC_TRL_VENV): tests/run installs it")
-    return TRL_VENV
+    return installed_venv(TRL_VENV, "TRL", "OBC_TRL_VENV")
 
 
 @pytest.fixture(scope="session")
 def tiny_sft(trl_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> TinySft:
-    root = tmp_path_factory.mktemp("tiny-trl")
-    home = tmp_path_factory.mktemp("tiny-trl-home")
-    result = subprocess.run([str(trl_venv / "bin" / "python"), str(PROGRAMS / "tiny_model.py"),
-                             str(root)], env=clean_env(home, HF_HUB_OFFLINE="1"),
-                            capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr
+    root = built_tiny_model(trl_venv, tmp_path_factory, "trl")
     data = root / "sft"
     data.mkdir()
     rows = [json.loads(line) for line in (root / "data.jsonl").read_text().splitlines()]
