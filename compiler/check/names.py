@@ -198,19 +198,26 @@ class _Lexer:
             char = text[self.at]
             if char in " \t\n;&|()<>":
                 break
-            if char == "\\":
-                self.at += 2
-            elif char == "'":
-                end = text.find("'", self.at + 1)
-                self.at = len(text) if end < 0 else end + 1
-            elif char == '"':
-                self._double_quoted(word)
-            elif char in "$`":
-                self._expansion(word)
-            else:
+            if not self._quoted_or_expanded(word, char):
                 self.at += 1
         word.text = text[start:self.at]
         return word
+
+    def _quoted_or_expanded(self, word: _Word, char: str) -> bool:
+        """Step over what starts at `char`, if it is an escape, a quoted string or an
+        expansion (noting in `word` what it reads); whether it was."""
+        if char == "\\":
+            self.at += 2
+        elif char == "'":
+            end = self.text.find("'", self.at + 1)
+            self.at = len(self.text) if end < 0 else end + 1
+        elif char == '"':
+            self._double_quoted(word)
+        elif char in "$`":
+            self._expansion(word)
+        else:
+            return False
+        return True
 
     def _double_quoted(self, word: _Word) -> None:
         self.at += 1
@@ -254,16 +261,9 @@ class _Lexer:
         text, depth = self.text, 1
         while self.at < len(text):
             char = text[self.at]
-            if char == "\\":
-                self.at += 2
-            elif char == "'":
-                end = text.find("'", self.at + 1)
-                self.at = len(text) if end < 0 else end + 1
-            elif char == '"':
-                self._double_quoted(word)
-            elif char in "$`":
-                self._expansion(word)
-            elif char == "}":
+            if self._quoted_or_expanded(word, char):
+                continue
+            if char == "}":
                 depth -= 1
                 self.at += 1
                 if depth == 0:
