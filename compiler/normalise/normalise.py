@@ -53,7 +53,6 @@ from . import torchrun, trainer
 
 # A trainer sends no telemetry, and a resumed run continues its W&B run (model/trainers.py).
 NO_TELEMETRY = AXOLOTL.no_telemetry
-AXOLOTL_ENV = AXOLOTL.env
 # Each trainer's part of the job, by its record's name (model/trainers.py): a module with
 # attachment_fields, steps, files, checkpoints, signal_checkpoint and launcher, each given
 # the trainer's config as data (None for a trainer without one).

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # A checkpoint is whole when it has trainer_state.json (which transformers writes last) and
-# weights: obc_whole_checkpoint's globs, which tests/unit/test_status.py holds it to.
+# weights: obc_whole_checkpoint's globs, which tests/compile/test_status_table.py holds it to.
 WEIGHTS = ("adapter_model.*", "model.safetensors*", "pytorch_model*", "global_step*")
 TRAINER_STATE = "trainer_state.json"
 CHECKPOINT = re.compile(r"checkpoint-([0-9]+)")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.normalise.normalise import AXOLOTL_ENV
+from compiler.model.trainers import AXOLOTL as AXOLOTL_TRAINER
 from compiler.pipeline.pipeline import compile_files
 from compiler.plan.bill import bill_of
 from tests.conftest import SHELLS, compile_text, install_stub, write_script
@@ -82,7 +82,7 @@ def test_apptainer_gets_its_options_and_the_container_only_what_the_job_gives(
         [*expected, "axolotl", "train", "axolotl.yaml"],
         [*expected, "axolotl", "merge-lora", "axolotl.yaml"],
     ]
-    container = {"LANG": "C", "HF_HOME": "/workspace/hf-cache", **dict(AXOLOTL_ENV),
+    container = {"LANG": "C", "HF_HOME": "/workspace/hf-cache", **dict(AXOLOTL_TRAINER.env),
                  "WANDB_PROJECT": "demo", "WANDB_RUN_ID": f"app-{run_dir_hash(run_dir)}",
                  "HF_TOKEN": "t", "HOME": "/workspace/run/.obc/home"}
     assert [r["container_env"] for r in run.apptainer_runs] == \

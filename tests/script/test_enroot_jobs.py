@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from compiler.model.slurm import RENDEZVOUS_NAMES
-from compiler.normalise.normalise import AXOLOTL_ENV
+from compiler.model.trainers import AXOLOTL as AXOLOTL_TRAINER
 from compiler.pipeline.pipeline import compile_files
 from compiler.plan.bill import bill_of
 from tests.conftest import SHELLS, Sandbox, compile_text, install_slurm_stubs, write_script
@@ -64,7 +64,7 @@ env:
 secrets: [HF_TOKEN, {name: WANDB_API_KEY, required: false}]
 """
 # The variables the job above gives its containers, in the order of --container-env.
-AXOLOTL_NAMES = ["HF_HOME", *dict(AXOLOTL_ENV), "WANDB_PROJECT", "WANDB_RUN_ID", "HF_TOKEN",
+AXOLOTL_NAMES = ["HF_HOME", *dict(AXOLOTL_TRAINER.env), "WANDB_PROJECT", "WANDB_RUN_ID", "HF_TOKEN",
                  "WANDB_API_KEY"]
 
 
@@ -90,7 +90,7 @@ def test_each_step_is_srun_with_pyxis_options_and_the_values_in_its_environment(
         ["axolotl", "train", "axolotl.yaml"], ["axolotl", "merge-lora", "axolotl.yaml"]]
     for record in records:
         assert {name: record["env"].get(name) for name in AXOLOTL_NAMES} == {
-            "HF_HOME": "/workspace/hf-cache", **dict(AXOLOTL_ENV), "WANDB_PROJECT": "a,b",
+            "HF_HOME": "/workspace/hf-cache", **dict(AXOLOTL_TRAINER.env), "WANDB_PROJECT": "a,b",
             "WANDB_RUN_ID": f"enr-{run_dir_hash(run_dir)}", "HF_TOKEN": "t",
             "WANDB_API_KEY": None}
         assert not [name for name in record["env"] if name.startswith("PYXIS_CONTAINER_")]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.normalise.normalise import AXOLOTL_ENV
+from compiler.model.trainers import AXOLOTL
 from tests.conftest import Sandbox, compile_text, untimed, write_script
 from tests.script.test_apptainer_jobs import run_dir_hash
 from tests.slurm.test_pyxis_plugin import pyxis  # noqa: F401 (the cluster, a fixture)
@@ -74,7 +74,7 @@ slurm: {{gpus_per_node: 2}}
     records = job_records(pyxis, job_id)
     # No pyxis option in the #SBATCH lines: it would reach the batch script and every step.
     assert records["batch"][0]["options"] == {}
-    names = ",".join(["HF_HOME", *dict(AXOLOTL_ENV), "WANDB_PROJECT", "LANG", "WANDB_RUN_ID",
+    names = ",".join(["HF_HOME", *dict(AXOLOTL.env), "WANDB_PROJECT", "LANG", "WANDB_RUN_ID",
                       "HF_TOKEN", "CUDA_VISIBLE_DEVICES"])
     options = {"container-image": "nvcr.io#nvidia/pytorch:24.01-py3",
                "container-mounts": f"{run_dir}:/workspace/run,{cache_dir}:/workspace/hf-cache",
@@ -86,7 +86,7 @@ slurm: {{gpus_per_node: 2}}
         assert task["options"] == options
         assert task["argv"] == ["axolotl", argv, "axolotl.yaml"]
         assert {name: task["env"][name] for name in names.split(",")} == {
-            "HF_HOME": "/workspace/hf-cache", **dict(AXOLOTL_ENV), "WANDB_PROJECT": "a,b $c",
+            "HF_HOME": "/workspace/hf-cache", **dict(AXOLOTL.env), "WANDB_PROJECT": "a,b $c",
             "LANG": "C.UTF-8", "WANDB_RUN_ID": f"enroot-one-{run_dir_hash(run_dir)}",
             "HF_TOKEN": CANARY, "CUDA_VISIBLE_DEVICES": "0,1"}
         # Whatever the job set for its step, pyxis is told to keep.
