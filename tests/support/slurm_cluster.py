@@ -183,10 +183,23 @@ class SlurmCluster:
         return Job(job_id, fields)
 
     def wait(self, job_id: str, timeout: float = 90) -> Job:
-        """Wait until the job has ended; return how."""
-        self.wait_for(lambda: self.show(job_id).state in FINISHED, timeout,
-                       f"job {job_id} to end")
+        """Wait until the job has ended; return how. A job that does not end fails the test
+        with what it printed so far and the processes still running: all there is to tell a
+        hang by once the cluster is gone."""
+        try:
+            self.wait_for(lambda: self.show(job_id).state in FINISHED, timeout,
+                          f"job {job_id} to end")
+        except TimeoutError as error:
+            raise TimeoutError(f"{error}\n{self._hang_report(job_id)}") from None
         return self.show(job_id)
+
+    def _hang_report(self, job_id: str) -> str:
+        output = Path(self.show(job_id).fields.get("StdOut", ""))
+        printed = output.read_text(errors="replace")[-6000:] if output.is_file() else ""
+        processes = subprocess.run(["ps", "-eo", "pid,ppid,etime,stat,wchan:20,args"],
+                                   capture_output=True, text=True, check=False).stdout
+        return (f"--- the job's output ({output}), its end:\n{printed}\n"
+                f"--- the processes:\n{processes}")
 
     def start_requeued(self, job_id: str) -> None:
         """Let a requeued job start again now, not after the two minutes Slurm makes it
