@@ -24,8 +24,8 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 STUBS = TESTS / "support" / "stubs"
 
-# What a test needs beyond Python is a marker (pyproject.toml says what each needs; README,
-# "Tests"): every test in the folder of tests/ that holds that need has it...
+# What a test needs beyond Python is a marker (pyproject.toml says what each needs;
+# docs/tests.md): every test in the folder of tests/ that holds that need has it...
 FOLDER_NEEDS = {"script": "shells", "engines": "engines", "slurm": "slurm", "axolotl": "axolotl",
                 "trl": "trl", "llamafactory": "llamafactory", "packaging": "packaging",
                 "browser": "browser"}
@@ -84,13 +84,14 @@ def compile_text(directory: Path, text: str, name: str = "run.yaml") -> str:
 
 def allow_sbatch(folder: Path, *names: str) -> None:
     """Give the project at `folder` a site policy that allows these sbatch options in
-    slurm.extra besides obc's allow-list (README, "Site policy")."""
+    slurm.extra besides obc's allow-list (docs/slurm.md, "Site policy")."""
     (folder / "obc-policy.yaml").write_text(
         f"version: 1\nsbatch: {{allowed: [{', '.join(names)}]}}\n", encoding="utf-8")
 
 
 def container_name(job_id: str, run_dir: Path | str) -> str:
-    """The name a job's container gets in `run_dir` (README, "Containers")."""
+    """The name a job's container gets in `run_dir` (docs/script.md: what obc adds to every
+    container)."""
     digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:12]
     return f"overbrainer-{job_id}-{digest}"
 

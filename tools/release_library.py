@@ -1,5 +1,5 @@
 """Write this obc version's row of templates/lib/released.json: the sha256 of every part of
-the runtime library as scripts embed it (README, "Verify a script's library").
+the runtime library as scripts embed it (docs/script.md, "Verify a script's library").
 
     python3 -m tools.release_library
 

@@ -1,5 +1,5 @@
 """Write the JSON Schema of a trainer's config, made from the trainer's own models, into
-schemas/trainers/<trainer>-<major.minor>.json (README, "Axolotl's config, checked").
+schemas/trainers/<trainer>-<major.minor>.json (docs/trainers.md, "Axolotl's config, checked").
 
     python3 -m tools.trainer_schemas axolotl /opt/obc-axolotl
     python3 -m tools.trainer_schemas trl /opt/obc-trl

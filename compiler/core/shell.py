@@ -56,8 +56,8 @@ def join_words(words: list[str] | tuple[str, ...], quote_word: Quote = quote) ->
     return ShellText(" ".join(quote_word(word) for word in words))
 
 
-# `${NAME}` in a path: expanded where the job runs (README, "Running a job", "Paths where
-# the job runs").
+# `${NAME}` in a path: expanded where the job runs (docs/running.md, "Paths
+# where the job runs").
 PATH_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

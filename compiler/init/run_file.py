@@ -1,7 +1,7 @@
-"""The run file `obc init` writes beside a trainer config (README, "Your first run file: obc
-init"): the trainer its keys name, the fields a job needs and nothing more, and comments on
-what a newcomer changes next. Every value is written by ruamel, so it is quoted as YAML needs;
-the same config in the same project gives the same bytes."""
+"""The run file `obc init` writes beside a trainer config (docs/command-line.md, "Your first run
+file: obc init"): the trainer its keys name, the fields a job needs and nothing more, and
+comments on what a newcomer changes next. Every value is written by ruamel, so it is quoted as
+YAML needs; the same config in the same project gives the same bytes."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from ..read.sources import (
 )
 
 RUN_FILE_SUFFIX = ".run.yaml"
-# Where the README's "Editor support" puts a copy of the schema: the top of the project.
+# Where docs/editors.md ("Editor support") puts a copy of the schema: the top of the project.
 SCHEMA_COPY = "schemas/run.schema.json"
 # obc's default image (DEFAULT_IMAGE) carries Axolotl: its run file can run in docker as it
 # is; another trainer's runs natively until an image with that trainer is named.
@@ -138,7 +138,8 @@ def trainer_of(data: dict[str, Any], config: Path) -> ConfigSignature:
     raise _Refused(_problem(config, f"has none of the keys that tell a trainer's config "
                             f"({named}), so obc init cannot tell which trainer reads it",
                             "for a script of your own, write a run file with "
-                            "trainer.torchrun (README, \"Your own script under torchrun\")"))
+                            "trainer.torchrun (docs/trainers.md, \"Your own script under "
+                            "torchrun\")"))
 
 
 def _problem(path: Path, message: str, hint: str | None = None) -> Diagnostic:

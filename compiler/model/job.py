@@ -60,7 +60,7 @@ class Checkpoints:
     checkpoint-N folders: its output_dir as the trainer sees it (relative to the run dir, or
     absolute in its container), and where the script finds it: `host_base` (None: the run
     dir; else a folder on the machine, such as a mount's source) joined with `host_rest`.
-    `resume` says which complete one train starts from (README, "Preemption and resume");
+    `resume` says which complete one train starts from (docs/resume.md);
     `prepared_dir`, Axolotl's prepared dataset when it is in the run dir, is set aside with
     the checkpoints when the job starts over.
     `trainer_title` is the trainer's name for people (messages say whose output_dir),

@@ -1,5 +1,5 @@
-"""trainer.torchrun's launch (README, "Your own script under torchrun"): the user's script under
-torchrun or `accelerate launch`, with so many ranks a node.
+"""trainer.torchrun's launch (docs/trainers.md, "Your own script under torchrun"): the user's
+script under torchrun or `accelerate launch`, with so many ranks a node.
 
 The step's command is the launch on one machine (`one_node`); on several Slurm nodes the script
 (the library's parts slurm and launcher) puts the rendezvous obc computes in place of its

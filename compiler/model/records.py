@@ -1,5 +1,5 @@
 """The states of a job's run record (.obc/status.json) as the status tables name them, in
-`obc status` and `sweep.sh --status` alike (README, "Run records")."""
+`obc status` and `sweep.sh --status` alike (docs/resume.md, "Run records")."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def granted_seconds(seconds: int) -> int:
     return -(-seconds // 60) * 60
 
 
-# The variables a multi-node job exports to every step (README, "Running on Slurm").
+# The variables a multi-node job exports to every step (docs/slurm.md).
 # The states in which a Slurm job has ended (squeue -t all -o %T): its processes are gone.
 # Both job.sh --status (templates/lib/records.sh, which a test holds to this list) and obc
 # status judge a run by them.

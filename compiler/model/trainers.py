@@ -1,5 +1,5 @@
 """The trainers obc knows, one record each: what a job needs to know of a trainer to run it,
-resume it and say what it does (README, "Trainers"). normalise reads the run file's
+resume it and say what it does (docs/trainers.md). normalise reads the run file's
 `trainer.<name>` by them; the rules, the renderers and the plan read the same facts here."""
 
 from __future__ import annotations

@@ -230,7 +230,7 @@ def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str],
         NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
     secrets = {_secret(item).name for item in data.get("secrets", ())}
     if sweep is not None and WANDB_GROUP not in secrets:
-        # The runs of a sweep are one group in W&B (README, "Sweeps").
+        # The runs of a sweep are one group in W&B (docs/sweeps.md).
         defaults += ((WANDB_GROUP, sweep.sweep),)
     return tuple((name, value) for name, value in defaults if name not in env) + tuple(
         env.items())

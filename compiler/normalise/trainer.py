@@ -180,7 +180,7 @@ def _with_settings(body: str, settings: tuple[tuple[str, str], ...]) -> str:
 
 def on_signal(data: dict[str, Any]) -> bool:
     """Whether train is asked for a checkpoint on a stop signal: by a trainer that saves one
-    (Axolotl, a script under torchrun; not TRL, README "Trainers"), unless the run file says
+    (Axolotl, a script under torchrun; not TRL, docs/trainers.md), unless the run file says
     no."""
     return checkpoints_on_signal(data) and \
         data.get("checkpoint", {}).get("on_signal", DEFAULT_ON_SIGNAL)

@@ -33,7 +33,7 @@ def trl_problems(where: ConfigPlace) -> Iterator[Diagnostic]:
             yield where.problem((key,), "trl sft passes it to accelerate launch, but on "
                                 "several nodes obc starts train with torchrun, which does "
                                 "not read it", "remove it: obc gives torchrun the nodes, "
-                                "GPUs per node and rendezvous (README, \"Trainers\")",
+                                "GPUs per node and rendezvous (docs/trainers.md)",
                                 key=True)
     if trl.get("merge") and str(where.config.get("use_peft", False)).lower() not in \
             ("true", "yes", "t", "y", "1"):

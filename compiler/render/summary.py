@@ -111,7 +111,7 @@ def _stop(job: Job) -> list[str]:
 
 
 def _sweep_run(job: Job) -> str:
-    """Which run of which sweep this is, by its labels (README, "Sweeps"), said on the job's
+    """Which run of which sweep this is, by its labels (docs/sweeps.md), said on the job's
     own line: the runs of a sweep differ in as few lines as can be."""
     run = job.sweep
     if run is None:

@@ -1,5 +1,5 @@
 """A sweep's own files: OUT/<sweep id>/sweep.sh, which lists, runs and submits the runs, and
-OUT/<sweep id>/runs.tsv, which tabulates them (README, "Sweeps").
+OUT/<sweep id>/runs.tsv, which tabulates them (docs/sweeps.md).
 
 Both are built from the runs' compiled jobs and scripts: sweep.sh holds the sha256 of each
 job.sh, and submits the runs as one Slurm job array when they share their #SBATCH lines.

@@ -1,6 +1,6 @@
 """`obc status`: the last state of the job in each run dir, judged from the same facts as
 `job.sh --status` judges them (templates/lib/records.sh): the record .obc/status.json and,
-for a record that says running, whether the run the lock names has gone (README, "Run
+for a record that says running, whether the run the lock names has gone (docs/resume.md, "Run
 records")."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Stage 1b, expand: a run file with a `matrix` → one Source per run, as if each run were a
-run file of its own (README, "Sweeps").
+run file of its own (docs/sweeps.md).
 
 Each run is the file without its matrix, patched by one label of every axis (or by a named
 extra run's patch), with the id its labels make. Its positions are the file's: a value a

@@ -1,5 +1,5 @@
 """The `matrix` block of a run file, read and checked: its axes, each label's patch, the
-excluded combinations, the named extra runs and the id template (README, "Sweeps").
+excluded combinations, the named extra runs and the id template (docs/sweeps.md).
 
 The schema has checked the block's shape; this adds what it cannot say, each problem at its
 place in the run file. expand.py turns the result into runs.

@@ -1,5 +1,5 @@
 """The site policy: what an admin allows the jobs of a cluster, written once in
-`obc-policy.yaml` (README, "Site policy"); policy_rules.py judges each job by it.
+`obc-policy.yaml` (docs/slurm.md, "Site policy"); policy_rules.py judges each job by it.
 
 A project's policy is `obc-policy.yaml` at its root (sources.py: the git work tree, or the run
 file's folder); `obc --policy PATH` names one for every run file, which may be outside the
@@ -25,7 +25,7 @@ from ..read.sources import SourceError, TooLargeError, find_project, read_inside
 from .rules.sbatch_options import SBATCH_DEFAULT_ALLOWED
 
 POLICY_NAME = "obc-policy.yaml"
-BUILT_IN = "obc's built-in sbatch allow-list (README, \"Security\")"
+BUILT_IN = "obc's built-in sbatch allow-list (docs/security.md)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ def read_policy(path: Path, allowed: tuple[Path, ...] = ()) -> tuple[Policy, lis
 def _schema_problems(source: Source) -> list[Diagnostic]:
     from jsonschema import Draft7Validator  # noqa: PLC0415 -- slow to import, needed here only
 
-    hint = "see schemas/policy.schema.json and README, \"Site policy\""
+    hint = "see schemas/policy.schema.json and docs/slurm.md, \"Site policy\""
     problems = []
     for error in Draft7Validator(_schema()).iter_errors(source.data):
         path = tuple(error.absolute_path)

@@ -1,6 +1,6 @@
 """`obc init CONFIG…`: a commented run file beside each trainer config, for the trainer its
-keys name, which compiles as it is (README, "Your first run file: obc init"); it asks nothing
-and never writes over a file."""
+keys name, which compiles as it is (docs/command-line.md, "Your first run file: obc init"); it
+asks nothing and never writes over a file."""
 
 from __future__ import annotations
 

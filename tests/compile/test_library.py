@@ -1,4 +1,4 @@
-"""obc's runtime library (templates/lib/, README "The generated script"): each part is plain
+"""obc's runtime library (templates/lib/, docs/script.md): each part is plain
 shell that shellcheck passes as written, and the same bytes in every script that uses it."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_shellcheck_passes_each_part_as_written(part):
 
 
 def test_the_records_part_knows_the_slurm_states_obc_status_knows():
-    # job.sh --status and obc status judge a run alike (README, "Run records").
+    # job.sh --status and obc status judge a run alike (docs/resume.md, "Run records").
     function = PARTS["records"].split("obc_slurm_job_ended() {", 1)[1]
     patterns = function.split("case $OBC_WORD in\n", 1)[1].split("esac", 1)[0]
     states = {state.strip() for line in patterns.splitlines()
@@ -98,7 +98,7 @@ def test_the_records_part_knows_the_slurm_states_obc_status_knows():
     assert states == set(SLURM_ENDED_STATES)
 
 
-# The job part (README, "The job first, the library once"): at most this many lines, its
+# The job part (docs/script.md, "The job first, the library once"): at most this many lines, its
 # header included and its embedded files counted apart, for these examples.
 JOB_PART_GOALS = {"docker-qlora": 120, "slurm-multinode": 160}
 

@@ -235,13 +235,14 @@ def test_a_sweep_is_judged_as_a_whole(tmp_path, monkeypatch):
     assert "sweep.max_gpus (obc-policy.yaml:6:9)" in said
 
 
-def test_the_readmes_example_policy_and_allow_list_are_obcs(tmp_path):
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    example = readme.split("### Site policy")[1].split("```yaml\n")[1].split("```")[0]
+def test_the_docs_example_policy_and_allow_list_are_obcs(tmp_path):
+    slurm = (REPO / "docs" / "slurm.md").read_text(encoding="utf-8")
+    example = slurm.split("## Site policy")[1].split("```yaml\n")[1].split("```")[0]
     (tmp_path / "obc-policy.yaml").write_text(example, encoding="utf-8")
     policy, problems = read_policy(tmp_path / "obc-policy.yaml")
     assert problems == [] and policy.job.max_gpus == 32 and policy.shared_run_dirs is False
-    listed = readme.split("**`slurm.extra` takes options from an allow-list**")[1] \
+    security = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
+    listed = security.split("**`slurm.extra` takes options from an allow-list**")[1] \
         .split("The\n  rest is refused")[0]
     assert set(re.findall(r"`([a-z-]+)`", listed)) == SBATCH_DEFAULT_ALLOWED
 

@@ -1,4 +1,4 @@
-"""Sweeps: what a run file's matrix compiles to (README, "Sweeps"): the runs and their ids,
+"""Sweeps: what a run file's matrix compiles to (docs/sweeps.md): the runs and their ids,
 their patched data, their headers, W&B grouping, and the sweep's own files in OUT."""
 
 from __future__ import annotations

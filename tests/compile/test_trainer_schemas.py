@@ -1,6 +1,6 @@
-"""A run's Axolotl config is checked at compile time against the schema made from Axolotl's
-own models for the release the run names (README, "Axolotl's config, checked"): unknown keys,
-wrong types and adapters fail compile, located in the config; the examples and the configs
+"""A run's Axolotl config is checked at compile time against the schema made from Axolotl's own
+models for the release the run names (docs/trainers.md, "Axolotl's config, checked"): unknown
+keys, wrong types and adapters fail compile, located in the config; the examples and the configs
 real Axolotl and TRL train with pass every stored schema of their trainer; and the stored
 schemas are what tools/trainer_schemas.py makes from the installed Axolotl, TRL and
 LLaMA-Factory (TRL's mistakes: test_trl_config.py; LLaMA-Factory's: test_llamafactory.py)."""
@@ -144,8 +144,8 @@ def _example_configs() -> list[tuple[str, str, dict]]:
     configs = []
     for path in sorted((REPO / "examples").glob("*.yaml")):
         trainer = load_source(path)[0].data.get("trainer", {})
-        # Only the trainers with a config in their record have a stored schema (README,
-        # "Trainers").
+        # Only the trainers with a config in their record have a stored schema
+        # (docs/trainers.md).
         for name in trainer.keys() & TRAINER_KINDS.keys():
             if TRAINER_KINDS[name].config_field is None:
                 continue

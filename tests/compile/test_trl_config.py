@@ -1,7 +1,8 @@
-"""trainer.trl (README, "TRL"): trl sft's config is checked at compile time against the schema
-made from TRL's own dataclasses (schemas/trainers/trl-1.16.json), located in the config; its
-relative model and data paths must be in the run dir; the job's steps, resume option,
-telemetry switch and multi-node launch are TRL's."""
+"""trainer.trl (docs/trainers.md, "TRL: from a trl sft config to a finished job"): trl sft's config
+is checked at compile time against the schema made from TRL's own dataclasses
+(schemas/trainers/trl-1.16.json), located in the config; its relative model and data paths must
+be in the run dir; the job's steps, resume option, telemetry switch and multi-node launch are
+TRL's."""
 
 from __future__ import annotations
 

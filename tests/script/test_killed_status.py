@@ -1,7 +1,7 @@
 """A run that was killed is shown as killed, by `job.sh --status` and by `obc status` alike,
 from the same facts: its record says running, and the run is gone (nothing holds its lock,
 or the lock is gone, or its Slurm job has ended). The next run removes what it left in
-.obc. Real shells, a real KILL, and the real Slurm cluster (README, "Run records")."""
+.obc. Real shells, a real KILL, and the real Slurm cluster (docs/resume.md, "Run records")."""
 
 from __future__ import annotations
 

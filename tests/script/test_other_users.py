@@ -1,7 +1,7 @@
 """Nothing a job reads or writes where it runs is taken from, or written through, another
 user: its env file and venv must be the user's or root's and unchangeable by others, an
 output_dir outside the run dir is checked as the run dir is, and the checkpoint trigger
-file is created new, never through a link (README, "Security"). Another user is uid 65534
+file is created new, never through a link (docs/security.md). Another user is uid 65534
 (nobody): the tests run as root and hand files to it with chown."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""sweep.sh, run as a user would (README, "Sweeps"): --list, --dry-run and --run alike in
+"""sweep.sh, run as a user would (docs/sweeps.md): --list, --dry-run and --run alike in
 every shell of the matrix, runs in parallel lanes, signals, a job.sh edited after compile
 refused with exit 3, and usage errors. The runs are native jobs of the stub trainer."""
 

@@ -1,4 +1,4 @@
-"""A clean terminal (README, "Running a job"): obc's messages start on a line of their own,
+"""A clean terminal (docs/running.md): obc's messages start on a line of their own,
 also after a step's progress bar redrawn with carriage returns and left without a newline,
 on the terminal and in the step's log alike; a dry run says it was one."""
 

@@ -2,7 +2,7 @@
 tests/slurm_cluster.py): every node runs exactly the script that was checked, or refuses
 with exit 3, under sbatch and salloc and from a relative or an absolute path; the rank that
 failed first gives the step its exit code; and one job.sh started twice in one Slurm job
-(`srun -n2`) runs one copy, the other exiting 4 (README, "Running on Slurm", "Security").
+(`srun -n2`) runs one copy, the other exiting 4 (docs/slurm.md, docs/security.md).
 The other user is uid 65534 (nobody), as in tests/script/test_other_users.py."""
 
 from __future__ import annotations

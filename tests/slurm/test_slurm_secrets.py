@@ -1,6 +1,6 @@
 """A required secret that a Slurm job lacks because sbatch ran with --export=NONE (or a list
 of names without it) fails preflight with a hint saying so, on the real cluster of
-tests/slurm_cluster.py (README, "Secrets")."""
+tests/slurm_cluster.py (docs/slurm.md, "What the admin needs on the nodes")."""
 
 from __future__ import annotations
 

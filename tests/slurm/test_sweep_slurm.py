@@ -1,4 +1,4 @@
-"""Sweeps on the real Slurm cluster of tests/support/slurm_cluster.py (README, "Sweeps"): sweep.sh
+"""Sweeps on the real Slurm cluster of tests/support/slurm_cluster.py (docs/sweeps.md): sweep.sh
 --submit makes one job array whose tasks each run their own run's job.sh, at most
 max_parallel at a time; a task whose job.sh was edited exits 3; one task requeues alone;
 and sbatch --test-only accepts the dispatcher.

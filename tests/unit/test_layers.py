@@ -1,6 +1,6 @@
-"""The layers of compiler/ (pyproject.toml's [tool.importlinter], README "How obc is built"):
-the contract holds for the tree, fails on each kind of violation planted in a copy of it, and
-the README's picture of it is the one the contract draws."""
+"""The layers of compiler/ (pyproject.toml's [tool.importlinter], docs/building.md): the
+contract holds for the tree, fails on each kind of violation planted in a copy of it, and the
+docs' picture of it is the one the contract draws."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from tests.conftest import REPO
 
 LINT_IMPORTS = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; "
                 "lint_imports_command()", "--no-cache"]
-# The README's picture of the layers sits in the code block after this line.
+# The picture of the layers in docs/building.md sits in the code block after this line.
+PICTURE_PAGE = REPO / "docs" / "building.md"
 PICTURE_MARKER = "<!-- layers: generated from [tool.importlinter]; tests/unit/test_layers.py -->"
 
 
@@ -87,10 +88,10 @@ def layers_picture(root: Path = REPO) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_the_readme_draws_the_layers_the_contract_enforces():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(re.escape(PICTURE_MARKER) + r"\n```text\n(.*?)```", readme, re.S)
-    assert block, f"README.md has no code block after {PICTURE_MARKER}"
+def test_the_docs_draw_the_layers_the_contract_enforces():
+    page = PICTURE_PAGE.read_text(encoding="utf-8")
+    block = re.search(re.escape(PICTURE_MARKER) + r"\n```text\n(.*?)```", page, re.S)
+    assert block, f"docs/building.md has no code block after {PICTURE_MARKER}"
     assert block[1] == layers_picture(), \
         f"python3 -m tests.unit.test_layers prints it:\n{layers_picture()}"
 

@@ -1,4 +1,4 @@
-"""The markers select the tests by what they need beyond Python (README, "Tests"): a test is
+"""The markers select the tests by what they need beyond Python (docs/tests.md): a test is
 marked by its folder, and by any fixture it asks for that starts a real engine, the Slurm
 cluster or real Axolotl, so that deselecting the needs leaves only tests that need nothing."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import FOLDER_NEEDS, REPO
 
-# The README's quick command selects these, but for the slow ones.
+# The quick command of docs/tests.md selects these, but for the slow ones.
 NOTHING = "not shells and not engines and not slurm and not axolotl and not trl and " \
     "not llamafactory and not packaging and not browser"
 NEEDS = set(FOLDER_NEEDS.values())

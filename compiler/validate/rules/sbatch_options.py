@@ -69,7 +69,7 @@ SBATCH_OPTIONAL_VALUE = frozenset((
     "exclusive", "get-user-env", "nice", "no-kill", "propagate",
 ))
 
-# What slurm.extra takes without a site policy (README, "Security"): options that neither
+# What slurm.extra takes without a site policy (docs/security.md): options that neither
 # change who the job runs as, where it starts or what it reads, nor take more of the cluster
 # than the fields say, nor bypass the site's scheduling. A site policy allows more
 # (sbatch.allowed in obc-policy.yaml), or less (sbatch.refused).

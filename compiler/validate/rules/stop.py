@@ -50,7 +50,7 @@ def _checkpoint_needs_a_trainer(data: dict) -> Iterator[Problem]:
                       "trainer.torchrun), whose train checkpoints when asked", at_key=True,
                       hint=None if kind is None else f"{kind.title} saves no checkpoint when "
                       "asked: its train resumes from the newest one it saved (save_steps); "
-                      "README, \"Trainers\"")
+                      "docs/trainers.md")
 
 
 def _reaches_the_script(match: re.Match, signal: str) -> Iterator[Problem]:

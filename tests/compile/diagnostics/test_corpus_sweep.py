@@ -1,5 +1,5 @@
 """The corpus of bad sweeps: run files with a matrix, each with one problem, reported once
-at its exact place (README, "Sweeps") by `obc validate` and `obc compile` alike.
+at its exact place (docs/sweeps.md) by `obc validate` and `obc compile` alike.
 
 A problem of one run is located where the run file says it (most often the axis value that
 made it), and names the runs that have it; a problem every run has is the file's own.

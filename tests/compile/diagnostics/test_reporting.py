@@ -1,6 +1,6 @@
 """How problems reach the user: every problem of every file in one sorted report, text on
-stderr or JSON on stdout, colour only on a terminal, obc's exit codes (README), and an output
-folder that a bad input never touches."""
+stderr or JSON on stdout, colour only on a terminal, obc's exit codes (docs/command-line.md),
+and an output folder that a bad input never touches."""
 
 from __future__ import annotations
 
