@@ -50,9 +50,10 @@ obc_check_node() {
     OBC_STATUS=0
     wait "$OBC_CHILD" || OBC_STATUS=$?
     OBC_CHILD=
+    # Ended by its SIGALRM (14): 128+14, as ksh93 says it 256+14, as yash 384+14.
     case $OBC_STATUS in
       0) return 0 ;;
-      142) OBC_HEALTH_PROBLEM="the all-reduce did not end within $OBC_HEALTH_TIMEOUT s (health.timeout)" ;;
+      142 | 270 | 398) OBC_HEALTH_PROBLEM="the all-reduce did not end within $OBC_HEALTH_TIMEOUT s (health.timeout)" ;;
       *) OBC_HEALTH_PROBLEM="the all-reduce failed with exit code $OBC_STATUS" ;;
     esac
   fi
