@@ -35,6 +35,10 @@ def rank_main(local_rank, local_ranks, seconds, nodes, node_rank, store_file):
     dist.destroy_process_group()
     if int(ones.item()) != world_size:
         sys.exit(f"the all-reduce across {world_size} ranks summed to {ones.item()}")
+    if local_rank == 0:
+        ranks = f"{world_size} rank" + ("s" if world_size > 1 else "")
+        print(f"obc: health: node {node_rank + 1} of {nodes}: the all-reduce across {ranks} "
+              f"({backend}) is done", file=sys.stderr)
 
 
 def main():
