@@ -195,9 +195,7 @@ obc_main() {
           --node-task) OBC_NODE_TASK=$2 ;;
         esac
         shift ;;
-      --node-health)
-        { [ -n "$OBC_HEALTH_TIMEOUT" ] && obc_runs_node_tasks; } || obc_usage "unknown option: $1"
-        OBC_NODE_HEALTH=1 ;;
+      --node-health) OBC_NODE_HEALTH=1 ;;
       --) obc_runs_node_tasks || obc_usage "unknown option: $1"; shift; break ;;
       *) obc_usage "unknown option: $1" ;;
     esac
@@ -205,6 +203,9 @@ obc_main() {
   done
   [ -z "$OBC_FROM" ] || [ -z "$OBC_ONLY" ] || obc_usage "give --from or --only, not both"
   [ -z "$OBC_FRESH" ] || [ -z "$OBC_RESUME_FROM" ] || obc_usage "give --fresh or --resume-from, not both"
+  # A node's health check (obc_health), which srun starts as a node's task.
+  [ -z "$OBC_NODE_HEALTH" ] || { [ -n "$OBC_NODE_TASK" ] && [ -n "$OBC_HEALTH_TIMEOUT" ]; } ||
+    obc_usage "unknown option: --node-health"
 
   for OBC_WORD in $OBC_SIGNALS; do
     # shellcheck disable=SC2064 # the signal's name and number, as they are now
