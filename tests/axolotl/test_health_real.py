@@ -5,6 +5,8 @@ the node named sick, none. The all-reduce is health.py's, in the Axolotl venv, o
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from tests.axolotl.test_axolotl_real import (
     native,
     nodes_resolve,  # noqa: F401 -- a fixture, used by name
 )
-from tests.conftest import compile_text, write_script
+from tests.conftest import REPO, compile_text, write_script
 from tests.support.axolotl import PROGRAMS, clean_env
 
 pytestmark = pytest.mark.slow
@@ -114,3 +116,14 @@ def test_a_sick_node_of_two_stops_the_job_with_exit_3_naming_it(
     assert "obc: stopped: health check failed on n2: expected 1 GPU, nvidia-smi lists 0 " \
         "(it exited with 6)\n" in text
     assert "the step ran" not in text
+
+
+def test_an_all_reduce_whose_peer_never_comes_is_killed_at_its_time_limit(axolotl_venv):
+    # Node 1 of 2 alone: its rank waits at the rendezvous for one that is never started,
+    # until the program's own alarm ends it (the shell's side: tests/script/test_health.py).
+    done = subprocess.run(
+        [str(axolotl_venv / "bin" / "python3"), str(REPO / "templates" / "health.py"),
+         "10", "2", "0"], capture_output=True, text=True, timeout=120, check=False,
+        env=clean_env(Path("/nonexistent"), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(free_port())))
+    assert done.returncode == -signal.SIGALRM, done.stderr
