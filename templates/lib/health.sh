@@ -67,7 +67,10 @@ obc_check_node() {
 # shellcheck disable=SC2034 # OBC_NODE_HEALTH is read by obc_node_tasks, if the job has it
 obc_health() {
   if [ -n "$OBC_DRY_RUN" ]; then
-    obc_say "health check: nvidia-smi lists at least $(obc_gpu_count "$OBC_HEALTH_GPUS"), then an all-reduce across every rank within $OBC_HEALTH_TIMEOUT s (python3 .obc/health.py), on every node"
+    OBC_WORD=
+    [ "$OBC_HEALTH_GPUS" -eq 0 ] ||
+      OBC_WORD="nvidia-smi lists at least $(obc_gpu_count "$OBC_HEALTH_GPUS"), none with uncorrectable ECC errors; "
+    obc_say "health check on every node: ${OBC_WORD}an all-reduce across every rank within $OBC_HEALTH_TIMEOUT s (python3 .obc/health.py)"
     return 0
   fi
   if [ -n "${SLURM_JOB_ID:-}" ] && obc_runs_node_tasks; then

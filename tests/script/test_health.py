@@ -149,3 +149,14 @@ def test_a_native_job_on_a_sick_node_exits_3_before_its_first_step(lines, proble
     assert "the step ran" not in done.stdout
     status = json.loads((tmp_path / "run" / ".obc" / "status.json").read_text())
     assert (status["state"], status["exit_code"]) == ("failed", 3)
+
+
+def test_a_dry_run_says_what_the_check_would_run(tmp_path):
+    done = subprocess.run(["sh", str(native_job(tmp_path, "[0, 1]")), "--dry-run"],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "obc: health check on every node: nvidia-smi lists at least 2 GPUs, none with " \
+        "uncorrectable ECC errors; an all-reduce across every rank within 30 s (python3 " \
+        ".obc/health.py)\n" in done.stderr
+    assert not (tmp_path / "run").exists()
