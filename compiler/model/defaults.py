@@ -56,6 +56,10 @@ DEFAULT_SLURM_OUTPUT = "%x-%j.out"
 DEFAULT_RENDEZVOUS_PORT = 29500
 # The most runs a sweep's matrix may make.
 DEFAULT_MAX_RUNS = 256
+# health: seconds the all-reduce may take on a node, torch's start included; and what a
+# failed check does.
+DEFAULT_HEALTH_TIMEOUT = 120
+DEFAULT_HEALTH_ON_FAILURE = "stop"
 
 # The defaults the run file's schema declares (for editors), by field path: the schema must
 # declare exactly these (tests/unit/test_defaults.py).
@@ -88,6 +92,8 @@ RUN_FILE_DEFAULTS = {
     "slurm.requeue": DEFAULT_REQUEUE,
     "slurm.rendezvous_port": DEFAULT_RENDEZVOUS_PORT,
     "matrix.max_runs": DEFAULT_MAX_RUNS,
+    "health.timeout": DEFAULT_HEALTH_TIMEOUT,
+    "health.on_failure": DEFAULT_HEALTH_ON_FAILURE,
 }
 
 # The tools' own, which obc does not set but must know.

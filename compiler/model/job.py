@@ -108,6 +108,19 @@ class Retry:
     max: int
 
 
+@dataclass(frozen=True, slots=True)
+class Health:
+    """health: (docs/preflight.md): before the first step, each node checks that nvidia-smi
+    lists at least `gpus` GPUs (0: no check), none with uncorrectable ECC errors, and that an
+    all-reduce across every rank completes within `timeout` seconds. A node that fails ends
+    the job with exit 3; with `requeue`, under Slurm, it is first excluded and the job
+    requeued, within slurm.max_restarts."""
+
+    gpus: int
+    timeout: int
+    requeue: bool
+
+
 class SweepChange(NamedTuple):
     """What a sweep's patches did to one field, as the header shows it: its value in the run
     file (`(unset)`) and in this run (`(deleted)`)."""
@@ -178,6 +191,7 @@ class Job:
     sweep: SweepRun | None = None
     # trainer.torchrun: how train launches the script.
     launcher: Launcher | None = None
+    health: Health | None = None
 
     @property
     def wandb_run_id(self) -> bool:
@@ -214,8 +228,8 @@ class Job:
     @property
     def writes_into_run_dir(self) -> bool:
         """Whether the script writes files into the run dir: the embedded files, and its own
-        copy that srun starts for the node tasks."""
-        return bool(self.files or self.node_tasks)
+        copy that srun starts for the node tasks, and the health check's program."""
+        return bool(self.files or self.node_tasks or self.health)
 
     @property
     def run_hash(self) -> bool:

@@ -17,6 +17,8 @@ from ..model.defaults import (
     DEFAULT_CONTAIN,
     DEFAULT_ENROOT_VERSION,
     DEFAULT_GPUS,
+    DEFAULT_HEALTH_ON_FAILURE,
+    DEFAULT_HEALTH_TIMEOUT,
     DEFAULT_IMAGE,
     DEFAULT_RENDEZVOUS_PORT,
     DEFAULT_REQUEUE,
@@ -31,6 +33,7 @@ from ..model.defaults import (
 from ..model.engine_args import normal_words
 from ..model.job import (
     EmbeddedFile,
+    Health,
     Job,
     Retry,
     Secret,
@@ -88,13 +91,14 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     config = _trainer_config(data, attachments)
     mounts = None if kind == "native" else runtime_model.mounts
     part = _trainer_part(data)
+    gpus = _gpus(runtime.get("gpus", DEFAULT_GPUS))
     return Job(
         id=job_id,
         source_file=source_file,
         obc_version=obc_version,
         description=data.get("description"),
         runtime=runtime_model,
-        gpus=_gpus(runtime.get("gpus", DEFAULT_GPUS)),
+        gpus=gpus,
         run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
         cache_dir=paths.get("cache_dir", cache_default),
         shared=paths.get("shared", DEFAULT_SHARED),
@@ -109,6 +113,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         retry=_retry(data.get("retry")),
         sweep=sweep,
         launcher=None if part is None else part.launcher(data),
+        health=_health(data.get("health"), slurm, gpus),
     )
 
 
@@ -134,6 +139,20 @@ def _retry(retry: dict[str, Any] | None) -> Retry | None:
     if retry is None:
         return None
     return Retry(tuple(retry["on_exit_codes"]), retry["max"])
+
+
+def _health(health: dict[str, Any] | None, slurm: Slurm | None,
+            gpus: str | tuple[str, ...]) -> Health | None:
+    """The health check, expecting the GPUs the job asked for: Slurm's per node, else those
+    runtime.gpus names (all: at least one; none: no check)."""
+    if health is None:
+        return None
+    if slurm is not None and slurm.gpus_per_node:
+        expected = slurm.gpus_per_node
+    else:
+        expected = {"all": 1, "none": 0}[gpus] if isinstance(gpus, str) else len(gpus)
+    return Health(expected, health.get("timeout", DEFAULT_HEALTH_TIMEOUT),
+                  health.get("on_failure", DEFAULT_HEALTH_ON_FAILURE) == "requeue")
 
 
 def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,

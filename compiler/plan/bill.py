@@ -31,6 +31,7 @@ from ..model.trainers import AXOLOTL, TRAINER_KINDS, TRL
 from ..read.axolotl import ConfigError, read_config
 from ..render.meaning import snake_case
 from ..render.provenance import sha256
+from ..render.summary import health_lines
 from ..render.sweep import Sweep
 
 # What each engine option obc adds gives the container; {} is the option's value.
@@ -162,6 +163,8 @@ class Bill:
     sweep: SweepRun | None
     # trainer.torchrun: what launches the script, across the nodes too.
     launcher: Launcher | None = None
+    # health: what each node checks before the first step, and what a failure does.
+    health: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +216,7 @@ def bill_of(job: Job | Sweep) -> Bill | SweepBill:
         retry=job.retry,
         sweep=job.sweep,
         launcher=job.launcher,
+        health=tuple(health_lines(job)),
     )
 
 

@@ -85,6 +85,7 @@ def _job_rows(bill: Bill) -> list[tuple[str, list[str]]]:
         ("stop", _stop(bill)),
         ("retry", [f"exit codes {' '.join(map(str, bill.retry.exit_codes))}: up to "
                    f"{bill.retry.max} times"] if bill.retry else []),
+        ("health", list(bill.health)),
     ]
 
 

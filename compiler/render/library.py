@@ -23,8 +23,8 @@ from .provenance import sha256
 # Every part, in the order a script embeds them.
 PART_ORDER = ("core", "words", "main", "rundir", "records", "finished", "files",
               "checkpoints", "resume", "resume_never", "on_signal", "launcher", "retry",
-              "requeue", "slurm", "node_tasks", "container", "native", "apptainer", "enroot",
-              "stop_group", "unset_inherited")
+              "requeue", "slurm", "node_tasks", "health", "container", "native", "apptainer",
+              "enroot", "stop_group", "unset_inherited")
 _RUNTIME_PARTS = {Container: "container", Native: "native", Apptainer: "apptainer",
                   Enroot: "enroot"}
 
@@ -44,6 +44,7 @@ def library_parts(job: Job) -> tuple[str, ...]:
         "requeue" if job.slurm and job.slurm.requeues_itself else "",
         "slurm" if job.node_steps else "",
         "node_tasks" if job.node_tasks else "",
+        "health" if job.health else "",
         "stop_group" if runtime != "container" else "",
         "unset_inherited" if runtime in ("apptainer", "enroot") else "",
     }
@@ -168,11 +169,12 @@ Setting = tuple[str, str | int]
 def settings(job: Job) -> list[list[Setting]]:
     """The variables through which `job`'s values and switches reach the library's parts,
     in groups that the job part writes one a line: the job, its stop, its checkpoints, its
-    resume, on_signal, its launcher, retry, Slurm, its runtime. An empty value is a switch
+    resume, on_signal, its launcher, retry, Slurm, health, its runtime. An empty value is a switch
     that is off: the job sets it all the same, so that a variable it inherited cannot switch
     a feature on."""
     checkpoints, slurm, retry, on_signal = job.checkpoints, job.slurm, job.retry, job.on_signal
     launcher, trigger = job.launcher, on_signal.trigger if on_signal else None
+    health = job.health
     runtime: list[Setting] = []
     if job.container:
         runtime = [("OBC_HOME_IN_RUN_DIR", "1" if job.container.as_invoker else "")]
@@ -217,6 +219,10 @@ def settings(job: Job) -> list[list[Setting]]:
             ("OBC_TORCHRUN_STEP", slurm.torchrun_step or ""),
             ("OBC_TORCHRUN_PROGRAM_STEP", slurm.torchrun_program_step or "")]
            if job.node_steps else [])],
+        [("OBC_HEALTH_TIMEOUT", health.timeout if health else ""),
+         *([("OBC_HEALTH_GPUS", health.gpus),
+            ("OBC_HEALTH_REQUEUE", (slurm.max_restarts or "") if health.requeue and slurm else "")]
+           if health else [])],
         runtime,
     ]
     return [group for group in groups if group]

@@ -237,6 +237,8 @@ def _environment() -> jinja2.Environment:
         home_in_container=CONTAINER_HOME,
         lookup=lookup,
         library=library_part,
+        # health: the all-reduce every node runs, written into the run dir by obc_files.
+        health_program=(data_dir("templates") / "health.py").read_text(encoding="utf-8"),
         # sbatch's --array as a case pattern: -a, its abbreviations, with a value or not.
         sbatch_array_patterns=ShellText(" | ".join(
             ["-a", "-a?*", *(f"--{word}{value}" for word in sbatch_spellings("array")

@@ -63,6 +63,7 @@ def help_lines(job: Job) -> list[str]:
         ("retry", [f"exit codes {', '.join(map(str, job.retry.exit_codes))}: up to "
                    f"{job.retry.max} times" + (", by requeueing" if job.slurm else "")]
          if job.retry else []),
+        ("health", health_lines(job)),
         ("records", ["<run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)",
                      "training inputs (OBC_INPUTS): a rerun starts at the first step "
                      "not finished for them (.obc/done/STEP; --from, --only, --fresh)"]),
@@ -107,6 +108,27 @@ def _stop(job: Job) -> list[str]:
     if job.slurm and job.slurm.max_restarts:
         lines.append(f"at the time limit ({job.slurm.signal_name}): requeued, up to "
                      f"{job.slurm.max_restarts} times")
+    return lines
+
+
+def health_lines(job: Job) -> list[str]:
+    """What health: checks before the first step, and what a node that fails it does (the
+    summary's row, and the bill's)."""
+    health = job.health
+    if health is None:
+        return []
+    gpus = f"{health.gpus} GPU{'' if health.gpus == 1 else 's'}"
+    where = "every node" if job.node_tasks else "the node"
+    lines = [f"before the first step, on {where}: "
+             + (f"nvidia-smi lists at least {gpus}, none with uncorrectable ECC errors; "
+                if health.gpus else "")
+             + f"an all-reduce across every rank ends within {health.timeout} s "
+             "(.obc/health.py)"]
+    if health.requeue and job.slurm:
+        lines.append(f"a node that fails it is excluded and the job requeued, up to "
+                     f"{job.slurm.max_restarts} times; then exit 3")
+    else:
+        lines.append("a node that fails it ends the job: exit 3, naming the node")
     return lines
 
 

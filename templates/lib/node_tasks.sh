@@ -68,23 +68,28 @@ obc_node_tasks() {
     ${SLURM_CPUS_PER_TASK:+"--cpus-per-task=$SLURM_CPUS_PER_TASK"} \
     --kill-on-bad-exit=1 --export=ALL \
     /bin/sh -c "$OBC_NODE_CHECK" obc-node "$OBC_RUN_DIR/.obc/job.sh" "$OBC_SELF_SHA256" \
-    "$OBC_TMP/failed" --run-dir "$OBC_RUN_DIR" ${OBC_CACHE_DIR:+--cache-dir "$OBC_CACHE_DIR"} \
-    -- "$@"
+    "$OBC_TMP/failed" ${OBC_NODE_HEALTH:+--node-health} --run-dir "$OBC_RUN_DIR" \
+    ${OBC_CACHE_DIR:+--cache-dir "$OBC_CACHE_DIR"} -- "$@"
 }
 
 # One node's part of a step (srun runs it on every node), from the private copy that the
 # check made, which it removes now that this shell has it open (--node-task is the check's
 # option, never a person's: its copy alone is removed): this node's rank, and the step
 # stopped like any other on TERM, which srun passes on when the job stops it or is
-# cancelled, or when another node's part failed.
+# cancelled, or when another node's part failed. With --node-health, the part is the node's
+# health check (obc_check_node).
 obc_node_task() {
   case ${OBC_SELF##*/} in obc-node.*) rm -f -- "$OBC_SELF" ;; esac
   NODE_RANK=$SLURM_NODEID
   export NODE_RANK
   obc_node_prepare
-  obc_step_command obc_start "$@"
   OBC_STATUS=0
-  wait "$OBC_CHILD" || OBC_STATUS=$?
+  if [ -n "$OBC_NODE_HEALTH" ]; then
+    obc_check_node "$NNODES" "$NODE_RANK" || OBC_STATUS=$?
+  else
+    obc_step_command obc_start "$@"
+    wait "$OBC_CHILD" || OBC_STATUS=$?
+  fi
   # A part that failed by itself (one that srun stopped ends in the trap instead) says so,
   # unless another was first.
   [ "$OBC_STATUS" -eq 0 ] ||

@@ -2,15 +2,17 @@
 # A Slurm job that requeues itself (slurm.max_restarts, or retry under Slurm: README,
 # "Preemption and resume").
 
-# obc_requeue MAX REASON: unless the job has been restarted MAX times already, asks Slurm to
-# run it again from the top (in an array, this task alone) and ends this attempt; else
-# returns false.
+# obc_requeue MAX REASON [NODE]: unless the job has been restarted MAX times already, asks
+# Slurm to run it again from the top (in an array, this task alone), on other nodes than
+# NODE if given (added to its excluded nodes, which Slurm changes only while the job is
+# pending), and ends this attempt; else returns false.
 # shellcheck disable=SC2329 # called from the traps
 obc_requeue() {
   [ -n "${SLURM_JOB_ID:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "$1" ] || return 1
-  OBC_WORD=$SLURM_JOB_ID
-  [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || OBC_WORD=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
-  scontrol requeue "$OBC_WORD" || return 1
+  OBC_ID=$SLURM_JOB_ID
+  [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || OBC_ID=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
+  scontrol requeue "$OBC_ID" || return 1
+  [ "$#" -lt 3 ] || obc_exclude_node "$3"
   obc_say "$2: requeued (restart $((${SLURM_RESTART_COUNT:-0} + 1)) of $1)"
   obc_status requeued
   obc_exit 0
@@ -22,4 +24,15 @@ obc_requeue() {
 obc_at_time_limit() {
   obc_requeue "$OBC_MAX_RESTARTS" 'the time limit is near'
   obc_fail "the time limit is near, and the job has been restarted $OBC_MAX_RESTARTS times (slurm.max_restarts): giving up" 5
+}
+
+# Adds node $1 to the excluded nodes (ExcNodeList) of the requeued job OBC_ID.
+obc_exclude_node() {
+  OBC_WORD=$(scontrol show job -o "$OBC_ID" | sed -n 's/.* ExcNodeList=\([^ ]*\).*/\1/p')
+  case $OBC_WORD in '' | '(null)') OBC_WORD=$1 ;; *) OBC_WORD=$OBC_WORD,$1 ;; esac
+  if scontrol update "JobId=$OBC_ID" "ExcNodeList=$OBC_WORD"; then
+    obc_say "excluded node $1 (ExcNodeList=$OBC_WORD)"
+  else
+    obc_say "cannot exclude node $1 from the requeued job"
+  fi
 }

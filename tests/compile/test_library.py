@@ -37,6 +37,7 @@ OTHER_JOBS = {
     "resume-never": "trainer: {axolotl: {config: {base_model: x}, resume: never}}",
     "local-retry": "trainer: {axolotl: {config: {base_model: x}}}\n"
                    "retry: {on_exit_codes: [75, 137], max: 2}",
+    "health": "trainer: {axolotl: {config: {base_model: x}}}\nhealth: {}",
 }
 
 

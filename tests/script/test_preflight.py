@@ -1,7 +1,7 @@
 """Preflight names the cause of what would stop a job: a venv that is missing or whose Python
 is gone, a step's script whose #! interpreter is missing, and a run dir (or cache dir) that
 the user cannot create; each is exit 3 before anything is created, with real shells, a real
-venv and a real unwritable folder (README, "Preflight")."""
+venv and a real unwritable folder (docs/running.md)."""
 
 from __future__ import annotations
 

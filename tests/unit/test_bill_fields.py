@@ -85,6 +85,7 @@ files: {a.py: a.py}
 env: {A: "1"}
 secrets: [A_TOKEN, {name: B, required: false}]
 retry: {on_exit_codes: [75], max: 2}
+health: {timeout: 60, on_failure: requeue}
 slurm:
   partition: gpu
   account: acct

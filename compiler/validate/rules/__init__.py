@@ -12,6 +12,7 @@ from typing import Any
 from ...read.axolotl import AXOLOTL_CONFIG_NAME
 from . import (
     engine_options,
+    health,
     images,
     names,
     paths,
@@ -42,3 +43,4 @@ def check(data: Any) -> Iterator[Problem]:
     yield from engine_options.check(data)
     yield from system_limits.check(data)
     yield from torchrun.check(data)
+    yield from health.check(data, kind)
