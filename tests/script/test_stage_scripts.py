@@ -6,14 +6,11 @@ trainer stands in for Axolotl (tests/slurm_stages proves the same on a real clus
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from compiler.pipeline.changes import changes_to
-from compiler.pipeline.pipeline import compile_files
-from compiler.pipeline.write import apply
 from tests.conftest import SHELLS, Sandbox, make_sandbox
+from tests.support.stages import compile_out
 
 PIPELINE = """\
 version: 1
@@ -31,15 +28,6 @@ slurm:
 STAGES = ("preprocess", "train", "eval")
 
 
-def compile_out(root: Path) -> Path:
-    """Compile the pipeline into root/out as `obc compile` does; return OUT."""
-    (root / "run.yaml").write_text(PIPELINE)
-    result = compile_files([root / "run.yaml"], out=root / "out")
-    assert not result.diagnostics, [d.text() for d in result.diagnostics]
-    apply(changes_to(root / "out", result.outputs))
-    return root / "out"
-
-
 def run(argv: list[str], box: Sandbox) -> subprocess.CompletedProcess:
     return subprocess.run(argv, env=box.env(), capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=120, check=False)
@@ -47,7 +35,7 @@ def run(argv: list[str], box: Sandbox) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_dry_run_prints_each_stages_sbatch_after_the_one_before(tmp_path, shell):
-    out = compile_out(tmp_path)
+    out = compile_out(tmp_path, PIPELINE)
     box = make_sandbox(tmp_path / "box")
     dry = run([*SHELLS[shell], str(out / "pipe/submit.sh"), "--dry-run"], box)
     assert (dry.returncode, dry.stderr) == (0, "")
@@ -63,7 +51,7 @@ def test_dry_run_prints_each_stages_sbatch_after_the_one_before(tmp_path, shell)
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_a_stage_script_edited_after_compile_stops_submit_before_anything(tmp_path, shell):
-    out = compile_out(tmp_path)
+    out = compile_out(tmp_path, PIPELINE)
     box = make_sandbox(tmp_path / "box")
     with (out / "pipe-eval/job.sh").open("a") as script:
         script.write("# edited\n")
@@ -74,7 +62,7 @@ def test_a_stage_script_edited_after_compile_stops_submit_before_anything(tmp_pa
 
 
 def test_submit_takes_no_other_option_and_says_what_it_does(tmp_path):
-    out = compile_out(tmp_path)
+    out = compile_out(tmp_path, PIPELINE)
     box = make_sandbox(tmp_path / "box")
     wrong = run(["sh", str(out / "pipe/submit.sh"), "--from", "train"], box)
     assert (wrong.returncode, wrong.stdout) == (2, "")
@@ -86,7 +74,7 @@ def test_submit_takes_no_other_option_and_says_what_it_does(tmp_path):
 
 
 def test_the_stages_run_in_order_in_the_jobs_run_dir_and_skip_what_is_done(tmp_path):
-    out = compile_out(tmp_path)
+    out = compile_out(tmp_path, PIPELINE)
     box = make_sandbox(tmp_path / "box")
     for stage in STAGES:
         done = run(["sh", str(out / f"pipe-{stage}/job.sh")], box)
