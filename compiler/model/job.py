@@ -430,9 +430,14 @@ class Job:
         return (*(secret.name for secret in self.secrets), *self.slurm_names)
 
 
+def stage_id(job: str, stage: str) -> str:
+    """The id of a stage's job, and so the folder of its script under OUT: <job>-<stage>."""
+    return f"{job}-{stage}"
+
+
 def stage_job(job: Job, stage: Stage) -> Job:
     """The job of one stage of `job` (Job.stages): its steps and resources, in the job's run
-    dir, named <job>-<stage>; OUT/<job>-<stage>/job.sh is its script."""
+    dir; OUT/<job>-<stage>/job.sh is its script."""
     return dataclasses.replace(
-        job, id=f"{job.id}-{stage.name}", steps=stage.steps, slurm=stage.slurm,
+        job, id=stage_id(job.id, stage.name), steps=stage.steps, slurm=stage.slurm,
         gpus=stage.gpus, stage=StageOf(job.id, stage.name))

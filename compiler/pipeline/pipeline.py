@@ -314,7 +314,7 @@ def _render(setup: _Setup, built: Built, policy: Policy) -> Result:
         result.warnings += _unthrottled(built.sweep, sweep[0].sweep)
     if built.jobs and built.jobs[0][1].stages and len(result.scripts) == len(built.jobs):
         whole, *stages = result.scripts
-        submit = build_submit(whole.job, [(stage.job, stage.text) for stage in stages])
+        submit = build_submit(whole.job, [stage.text for stage in stages])
         result.sweeps.append(SubmitFile(submit, render_submit(submit), whole.file,
                                         whole.id_mark))
     return result

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 
 from ..model.gpu_hours import compute
-from ..model.job import Job
+from ..model.job import Job, stage_id, stage_job
 from ..read.load import Mark
 from .summary import SUBMIT_SCRIPT, labelled_lines
 
@@ -73,13 +73,14 @@ class SubmitFile:
         return self.submit.run
 
 
-def build_submit(job: Job, stages: list[tuple[Job, str]]) -> Submit:
-    """The submit script of `job`, whose stages compiled to these jobs and scripts."""
+def build_submit(job: Job, texts: list[str]) -> Submit:
+    """The submit script of `job`, whose stages (Job.stages) compiled to these scripts."""
     return Submit(job.id, job.source_file, tuple(
-        SubmittedStage(stage.stage.name if stage.stage else stage.id, stage.id,
+        SubmittedStage(stage.name, stage_id(job.id, stage.name),
                        hashlib.sha256(text.encode()).hexdigest(),
-                       tuple(step.name for step in stage.steps), compute(stage).text())
-        for stage, text in stages))
+                       tuple(step.name for step in stage.steps),
+                       compute(stage_job(job, stage)).text())
+        for stage, text in zip(job.stages, texts, strict=True)))
 
 
 def help_lines(submit: Submit) -> list[str]:

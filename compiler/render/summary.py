@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from ..core import shell
 from ..model.gpu_hours import compute
-from ..model.job import Job
+from ..model.job import Job, stage_id
 from ..model.runtimes import CONTAINER_HOME, Apptainer, Container, Enroot, Mount, Native
 
 # Each job with stages has one, beside its job.sh (render/stages.py).
@@ -142,7 +142,8 @@ def _stages(job: Job) -> list[str]:
     return [f"../{job.id}/{SUBMIT_SCRIPT} submits each as a Slurm job of its own, in order;",
             "this script runs them all in one:",
             *(f"{n}. {stage.name}: {', '.join(step.name for step in stage.steps)}  "
-              f"(../{job.id}-{stage.name}/job.sh)" for n, stage in enumerate(job.stages, 1))]
+              f"(../{stage_id(job.id, stage.name)}/job.sh)"
+              for n, stage in enumerate(job.stages, 1))]
 
 
 def _step(job: Job, number: int, step) -> str:
