@@ -2,9 +2,8 @@
 Reads OUT, never writes it: write.py carries the changes out.
 
 The files are OUT/<id>/job.sh, a sweep's OUT/<id>/sweep.sh and runs.tsv, and the submit.sh
-of a job with stages. obc owns a
-file only if it carries obc's generated-file header (its second line). It never writes over,
-deletes or follows anything else.
+of a job with stages. obc owns a file only if it carries obc's generated-file header (its
+second line). It never writes over, deletes or follows anything else.
 
 Every file under OUT is accounted for: one the inputs produce is compared byte for byte; an
 obc file they do not produce is kept only if the run file its header names compiles to
