@@ -1,7 +1,8 @@
 """A job's stages (docs/stages.md) without a cluster: submit.sh --dry-run and its checks in
 every shell, and the stages' scripts run one after the other in the job's run dir, each
 finding the steps of the ones before it done, as the job's own job.sh does. The stub
-trainer stands in for Axolotl (tests/slurm_stages proves the same on a real cluster)."""
+trainer stands in for Axolotl (tests/axolotl/test_axolotl_stages.py and
+tests/slurm/test_slurm_stages.py prove the same on the real cluster)."""
 
 from __future__ import annotations
 
