@@ -6,6 +6,7 @@ template would otherwise have to work out from several fields is a property here
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -151,6 +152,27 @@ class SweepRun:
             f"the named run {self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """A part of a job's steps that runs on Slurm as a job of its own (slurm.stages): its
+    name (its first step's), its steps, and what it asks Slurm for. `gpus` is what its steps
+    see: none in a stage that asks for no GPUs (gpus_per_node: 0)."""
+
+    name: str
+    steps: tuple[Step, ...]
+    slurm: Slurm
+    gpus: Gpus
+
+
+@dataclass(frozen=True, slots=True)
+class StageOf:
+    """Which stage of which job a stage's script is: OUT/<run>-<name>/job.sh, submitted by
+    OUT/<run>/submit.sh after the stage before it."""
+
+    run: str
+    name: str
+
+
 def lookup(program: str) -> Literal["path", "absolute", "run_dir"]:
     """How the shell finds `program`: on PATH, at an absolute (or ~/) path, or in the run dir."""
     if "/" not in program:
@@ -192,6 +214,16 @@ class Job:
     # trainer.torchrun: how train launches the script.
     launcher: Launcher | None = None
     health: Health | None = None
+    # On Slurm, the stages its steps run in, each a job of its own (none: all in this one);
+    # and for a stage's own script, which stage it is (its steps are then the stage's).
+    stages: tuple[Stage, ...] = ()
+    stage: StageOf | None = None
+
+    @property
+    def pipeline(self) -> tuple[Step, ...]:
+        """Every step of the job, whichever stage runs it: what its identity is made of, the
+        same in the job's script and in each stage's."""
+        return tuple(step for stage in self.stages for step in stage.steps) or self.steps
 
     @property
     def wandb_run_id(self) -> bool:
@@ -257,9 +289,9 @@ class Job:
         """The steps up to train, whose work checkpoints carry; every step, without a
         trainer."""
         if self.checkpoints is None:
-            return self.steps
-        names = [step.name for step in self.steps]
-        return self.steps[:names.index(self.checkpoints.step) + 1]
+            return self.pipeline
+        names = [step.name for step in self.pipeline]
+        return self.pipeline[:names.index(self.checkpoints.step) + 1]
 
     @property
     def training_input_lines(self) -> tuple[str, ...]:
@@ -280,10 +312,15 @@ class Job:
         listing = "".join(line + "\n" for line in self.training_input_lines)
         return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
 
+    def is_training_step(self, step: Step) -> bool:
+        """Whether `step` is one of the training steps, by its name (a stage's script has
+        its own steps, and the whole job's)."""
+        return any(step.name == training.name for training in self.training_steps)
+
     def step_inputs(self, step: Step) -> str:
         """What the record that a step finished names: the training inputs, and for a step
         after train, a hash of its own command too."""
-        if step in self.training_steps:
+        if self.is_training_step(step):
             return self.training_inputs
         own = hashlib.sha256(json.dumps(step.argv).encode()).hexdigest()[:16]
         return f"{self.training_inputs}+{own}"
@@ -405,3 +442,16 @@ class Job:
         """What an apptainer or enroot job gives its containers by name, from the job's own
         environment: the secrets, and what Slurm or the script set."""
         return (*(secret.name for secret in self.secrets), *self.slurm_names)
+
+
+def stage_id(job: str, stage: str) -> str:
+    """The id of a stage's job, and so the folder of its script under OUT: <job>-<stage>."""
+    return f"{job}-{stage}"
+
+
+def stage_job(job: Job, stage: Stage) -> Job:
+    """The job of one stage of `job` (Job.stages): its steps and resources, in the job's run
+    dir; OUT/<job>-<stage>/job.sh is its script."""
+    return dataclasses.replace(
+        job, id=stage_id(job.id, stage.name), steps=stage.steps, slurm=stage.slurm,
+        gpus=stage.gpus, stage=StageOf(job.id, stage.name))

@@ -53,6 +53,7 @@ from ..model.trainers import AXOLOTL, TRL, config_field, trainer_kind
 from ..read.axolotl import read_config
 from ..read.load import Path_
 from . import torchrun, trainer
+from .stages import stages
 
 # A trainer sends no telemetry, and a resumed run continues its W&B run (model/trainers.py).
 NO_TELEMETRY = AXOLOTL.no_telemetry
@@ -92,6 +93,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     mounts = None if kind == "native" else runtime_model.mounts
     part = _trainer_part(data)
     gpus = _gpus(runtime.get("gpus", DEFAULT_GPUS))
+    steps = _steps(data, part, config, multi_node=multi_node)
     return Job(
         id=job_id,
         source_file=source_file,
@@ -102,7 +104,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         run_dir=paths.get("run_dir", DEFAULT_RUN_DIR.format(id=job_id)),
         cache_dir=paths.get("cache_dir", cache_default),
         shared=paths.get("shared", DEFAULT_SHARED),
-        steps=_steps(data, part, config, multi_node=multi_node),
+        steps=steps,
         files=_files(data, attachments, sweep, part, config),
         env=_env(data, sweep),
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
@@ -114,6 +116,8 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         sweep=sweep,
         launcher=None if part is None else part.launcher(data),
         health=_health(data.get("health"), slurm, gpus),
+        stages=stages(data["slurm"]["stages"], steps, slurm, gpus)
+        if slurm is not None and "stages" in data["slurm"] else (),
     )
 
 

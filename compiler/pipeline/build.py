@@ -18,6 +18,7 @@ from ..model.job import Job, SweepRun
 from ..model.trainers import config_field
 from ..normalise import trainer
 from ..normalise.normalise import attachment_fields, normalise
+from ..normalise.stages import stage_jobs
 from ..read.axolotl import (
     ConfigError,
     ConfigPlace,
@@ -41,7 +42,7 @@ from ..render.provenance import inputs_digest, lock_entry
 from ..render.sweep import throttled
 from ..sweep.expand import Expansion, expand
 from ..sweep.rules import shared_folders
-from ..validate import policy_rules, trainer_config
+from ..validate import policy_rules, stage_rules, trainer_config
 from ..validate.policy import Policy
 from ..validate.validate import validate
 
@@ -72,7 +73,9 @@ def build_jobs(path: Path, digests: Mapping[str, str], allowed: tuple[Path, ...]
         return Built([], problems)
     if sweep is None:
         job, problems = _build_job(source, project, source_name(path), digests, policy)
-        return Built([(source, job)] if job is not None else [], problems)
+        # A job with stages on Slurm: its own script, then each stage's (normalise/stages.py).
+        jobs = [] if job is None else [job, *stage_jobs(job)]
+        return Built([(source, one) for one in jobs], problems)
     found = [(member, *_build_job(member.source, project, source_name(path), digests,
                                   policy, sweep=member.run))
              if member.source is not None else (member, None, member.problems)
@@ -90,6 +93,8 @@ def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         sweep: SweepRun | None = None) -> tuple[Job | None, list[Diagnostic]]:
     """Validate, normalise and judge one run (a run file, or one run of a sweep)."""
     problems = validate(source)
+    if not problems and sweep is not None:
+        problems = stage_rules.sweep_problems(source)
     if not problems:
         attachments, problems = _read_attachments(source, Embedding(project))
     if not problems and config_field(source.data) is not None:  # a trainer with a schema
@@ -97,7 +102,10 @@ def _build_job(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     if problems:
         return None, problems
     job = normalise(name, source.data, attachments, digests, __version__, sweep=sweep)
-    problems = [] if policy is None else policy_rules.problems(source, job, policy)
+    problems = stage_rules.problems(source, job)
+    if not problems and policy is not None:
+        problems = [problem for one in (job, *stage_jobs(job))
+                    for problem in policy_rules.problems(source, one, policy)]
     if problems:
         return None, problems
     field = config_field(source.data)

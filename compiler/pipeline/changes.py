@@ -1,9 +1,9 @@
 """Stage 6a, compare: compiled scripts against OUT → the change each file would undergo.
 Reads OUT, never writes it: write.py carries the changes out.
 
-The files are OUT/<id>/job.sh, and a sweep's OUT/<id>/sweep.sh and runs.tsv. obc owns a
-file only if it carries obc's generated-file header (its second line). It never writes over,
-deletes or follows anything else.
+The files are OUT/<id>/job.sh, a sweep's OUT/<id>/sweep.sh and runs.tsv, and the submit.sh
+of a job with stages. obc owns a file only if it carries obc's generated-file header (its
+second line). It never writes over, deletes or follows anything else.
 
 Every file under OUT is accounted for: one the inputs produce is compared byte for byte; an
 obc file they do not produce is kept only if the run file its header names compiles to
@@ -25,6 +25,7 @@ from typing import Literal, Protocol
 
 from ..core.diagnostics import ObcError
 from ..core.project import names_root
+from ..render.stages import SUBMIT_SCRIPT
 from ..render.summary import GENERATED_PREFIX
 from ..render.sweep import RUNS_TABLE, SWEEP_SCRIPT
 from .pipeline import SCRIPT_MODE, SCRIPT_NAME
@@ -32,7 +33,7 @@ from .pipeline import SCRIPT_MODE, SCRIPT_NAME
 HEADER_PREFIX = "# " + GENERATED_PREFIX
 HEADER_SUFFIX = ". DO NOT EDIT."
 # The files obc writes in each folder of OUT, and so the only ones it may find stale there.
-OUT_FILES = (SCRIPT_NAME, SWEEP_SCRIPT, RUNS_TABLE)
+OUT_FILES = (SCRIPT_NAME, SWEEP_SCRIPT, RUNS_TABLE, SUBMIT_SCRIPT)
 
 # How a file claiming obc wrote it starts: the header, on line 1 or 2.
 CLAIM = GENERATED_PREFIX.split(" from ")[0].encode()

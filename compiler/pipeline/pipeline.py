@@ -27,8 +27,9 @@ from ..model.job import Job
 from ..read.load import Mark, Source, display_name
 from ..read.lockfile import read_lock, unpinned_images
 from ..read.sources import find_project
-from ..render.render import cache_templates, render_job, render_sweep
+from ..render.render import cache_templates, render_job, render_submit, render_sweep
 from ..render.shape import shape_of
+from ..render.stages import SubmitFile, build_submit
 from ..render.sweep import RUNS_TABLE, SWEEP_SCRIPT, Sweep, SweepFile, build_sweep, runs_table
 from ..sweep.expand import Expansion
 from ..validate.policy import Policy, policy_for
@@ -106,7 +107,8 @@ class Result:
     scripts: list[Script] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
-    sweeps: list[SweepFile] = field(default_factory=list)
+    # The files of its sweeps, and the submit.sh of a job with stages.
+    sweeps: list[SweepFile | SubmitFile] = field(default_factory=list)
     reused: list[incremental.Reused] = field(default_factory=list)
     cache_refused: str = ""
     placed: list[Placed] = field(default_factory=list)
@@ -115,7 +117,7 @@ class Result:
     findings: list[Diagnostic] = field(default_factory=list)
 
     @property
-    def outputs(self) -> list[Script | SweepFile | incremental.Reused]:
+    def outputs(self) -> list[Script | SweepFile | SubmitFile | incremental.Reused]:
         """Every file to write under OUT."""
         return [*self.scripts, *self.sweeps, *self.reused]
 
@@ -307,8 +309,14 @@ def _render(setup: _Setup, built: Built, policy: Policy) -> Result:
                                          shape_of(job, text) if setup.shapes else None,
                                          Judgement(policy, tuple(judge(job, policy)))))
     if built.sweep is not None and built.jobs and len(result.scripts) == len(built.jobs):
-        result.sweeps += sweep_files(built.sweep, result.scripts, policy)
-        result.warnings += _unthrottled(built.sweep, result.sweeps[0].sweep)
+        sweep = sweep_files(built.sweep, result.scripts, policy)
+        result.sweeps += sweep
+        result.warnings += _unthrottled(built.sweep, sweep[0].sweep)
+    if built.jobs and built.jobs[0][1].stages and len(result.scripts) == len(built.jobs):
+        whole, *stages = result.scripts
+        submit = build_submit(whole.job, [stage.text for stage in stages])
+        result.sweeps.append(SubmitFile(submit, render_submit(submit), whole.file,
+                                        whole.id_mark))
     return result
 
 

@@ -15,13 +15,14 @@ from typing import Literal
 
 from ..core import shell
 from ..model.gpu_hours import Compute, compute, compute_of
-from ..model.job import Checkpoints, Job, OnSignal, Retry, SweepRun
+from ..model.job import Checkpoints, Job, OnSignal, Retry, Stage, SweepRun, stage_job
 from ..model.launcher import Launcher
 from ..model.runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_RUN_DIR,
     INVOKER,
     Container,
+    Gpus,
     Mount,
     is_image_file,
     registry_host,
@@ -129,6 +130,18 @@ class Command:
 
 
 @dataclass(frozen=True, slots=True)
+class BillStage:
+    """One stage of a job on Slurm (slurm.stages): its steps, the GPUs they see, its #SBATCH
+    lines and its GPU-hours."""
+
+    name: str
+    commands: tuple[Command, ...]
+    gpus: str
+    slurm: SlurmBill | None
+    compute: Compute
+
+
+@dataclass(frozen=True, slots=True)
 class Bill:
     """What a job.sh does, as a reviewer approves it. Each field of the normalised job is
     shown by one of these (bill_fields.BILLED says which), or is named in
@@ -165,6 +178,10 @@ class Bill:
     launcher: Launcher | None = None
     # health: what each node checks before the first step, and what a failure does.
     health: tuple[str, ...] = ()
+    # On Slurm, the stages its steps run in, each a job of its own; and which of them this
+    # script is (None: the whole job), with the job it is a stage of.
+    stages: tuple[BillStage, ...] = ()
+    stage: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +213,7 @@ def bill_of(job: Job | Sweep) -> Bill | SweepBill:
         env_file=native.env_file if native else None,
         images=images,
         privileges=_privileges(job, container),
-        gpus=job.gpus if isinstance(job.gpus, str) else ", ".join(job.gpus),
+        gpus=_gpus(job.gpus),
         compute=compute(job),
         slurm=_slurm(job.slurm),
         mounts=_mounts(job),
@@ -205,8 +222,7 @@ def bill_of(job: Job | Sweep) -> Bill | SweepBill:
         env=job.env,
         secrets=tuple((secret.name, secret.required) for secret in job.secrets),
         egress=_egress(job, images),
-        commands=tuple(Command(step.name, step.argv, shell.join_words(step.argv),
-                               _where(job, step.name)) for step in job.steps),
+        commands=_commands(job),
         files=tuple(BillFile(file.path, file.origin, len(file.content.encode()),
                              sha256(file.content.encode()), file.obc_adds)
                     for file in job.files),
@@ -217,7 +233,24 @@ def bill_of(job: Job | Sweep) -> Bill | SweepBill:
         sweep=job.sweep,
         launcher=job.launcher,
         health=tuple(health_lines(job)),
+        stages=tuple(_stage(job, stage) for stage in job.stages),
+        stage=(job.stage.run, job.stage.name) if job.stage else None,
     )
+
+
+def _stage(job: Job, stage: Stage) -> BillStage:
+    as_job = stage_job(job, stage)
+    return BillStage(stage.name, _commands(as_job), _gpus(stage.gpus), _slurm(stage.slurm),
+                     compute(as_job))
+
+
+def _commands(job: Job) -> tuple[Command, ...]:
+    return tuple(Command(step.name, step.argv, shell.join_words(step.argv),
+                         _where(job, step.name)) for step in job.steps)
+
+
+def _gpus(gpus: Gpus) -> str:
+    return gpus if isinstance(gpus, str) else ", ".join(gpus)
 
 
 def _runtime(job: Job) -> str:

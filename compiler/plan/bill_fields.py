@@ -68,6 +68,15 @@ BILLED: dict[str, str] = {
     **{f"health.{name}": "health" for name in ("gpus", "timeout", "requeue")},
     **{f"sweep.{name}": "sweep" for name in (
         "sweep", "labels", "name", "changes", "config_file")},
+    **{f"stages.{name}": "stages" for name in (
+        "name", "steps.name", "steps.argv", "steps.nodes", "gpus",
+        *(f"slurm.{field}" for field in (
+            "job_name", "output", "signal", "requeue", "nodes", "gpus_per_node",
+            "cpus_per_task", "partition", "account", "qos", "time", "mem", "constraint",
+            "extra", "rendezvous_port", "max_restarts", "requeues_itself", "torchrun_step",
+            "torchrun_program_step")))},
+    "stage.run": "stages",
+    "stage.name": "stages",
 }
 NOT_REVIEWABLE: dict[str, str] = {
     "description": "words for people: the script only prints them (its header, --help)",

@@ -68,6 +68,7 @@ def _job_rows(bill: Bill) -> list[tuple[str, list[str]]]:
         ("gpus", [f"{bill.gpus} (runtime.gpus: what the steps see)"]),
         ("gpu-hours", [bill.compute.text()]),
         *([("sbatch", _sbatch(bill.slurm, bill.launcher))] if bill.slurm else []),
+        *([("stages", _stages(bill))] if bill.stages else []),
         ("mounts", [f"{m.source} → {m.target} ({m.mode})" for m in bill.mounts]),
         ("writable", [*bill.writable, *(["the run dir may be in a folder the team shares "
                                          "(paths.shared)"] if bill.shared else [])]),
@@ -87,6 +88,19 @@ def _job_rows(bill: Bill) -> list[tuple[str, list[str]]]:
                    f"{bill.retry.max} times"] if bill.retry else []),
         ("health", list(bill.health)),
     ]
+
+
+def _stages(bill: Bill) -> list[str]:
+    """The job's stages on Slurm, each with its steps, GPUs, GPU-hours and #SBATCH lines."""
+    run = bill.stage[0] if bill.stage else bill.job
+    this = f"this script is stage {bill.stage[1]} of job {run}; " if bill.stage else ""
+    lines = [f"{this}../{run}/submit.sh submits each as a Slurm job of its own, after the "
+             f"one before it succeeded; ../{run}/job.sh runs them all in one"]
+    for n, stage in enumerate(bill.stages, 1):
+        lines += [f"{n}. {stage.name}: steps {', '.join(c.step for c in stage.commands)}; "
+                  f"gpus {stage.gpus}; {stage.compute.text()}",
+                  *(f"   {line}" for line in (_sbatch(stage.slurm) if stage.slurm else []))]
+    return lines
 
 
 def _sweep_run(run: SweepRun) -> list[tuple[str, list[str]]]:

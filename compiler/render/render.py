@@ -37,6 +37,9 @@ from ..model.runtimes import (
 from ..validate.rules.sbatch_options import sbatch_spellings
 from .library import MAIN_CALL, library_line, library_parts, part_text, settings
 from .meaning import record_lines
+from .stages import STAGE_JOB_IDS, Submit
+from .stages import USAGE as SUBMIT_USAGE
+from .stages import help_lines as submit_help_lines
 from .summary import GENERATED_PREFIX, help_lines
 from .sweep import USAGE as SWEEP_USAGE
 from .sweep import Sweep
@@ -288,3 +291,12 @@ def library_part(name: str) -> ShellText:
     shell that no template renders, so it is the same bytes in every script that uses it.
     Its last newline is the including template's."""
     return ShellText(part_text(name).removesuffix("\n"))
+
+
+def render_submit(submit: Submit, printer: Printer = _REAL) -> str:
+    """Return the submit.sh of a job's stages, its values written by `printer`."""
+    lines = submit_help_lines(submit)
+    header = [f"{GENERATED_PREFIX}{submit.source_file}. DO NOT EDIT.", "", *lines]
+    return _environment().get_template("submit.sh.j2").render(
+        submit=submit, header_lines=header, help_lines=lines, usage=SUBMIT_USAGE,
+        stage_job_ids=ShellText(STAGE_JOB_IDS), **{_PRINTER: printer})

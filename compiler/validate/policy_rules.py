@@ -64,8 +64,18 @@ class Judgement:
 
 def problems(source: Source, job: Job, policy: Policy) -> list[Diagnostic]:
     """The job's refused verdicts, located in the run file, each citing its rule."""
-    return [source.problem(v.path, f"{v.asks} is not allowed by {policy.cite(v.rule)}", v.hint)
+    return [source.problem(_stage_field(source, job, v.path),
+                           f"{v.asks} is not allowed by {policy.cite(v.rule)}", v.hint)
             for v in judge(job, policy) if not v.allowed]
+
+
+def _stage_field(source: Source, job: Job, path: Path_) -> Path_:
+    """Where a stage's script takes the value at `path` of the slurm block from: its stage's
+    own field, if the run file gives it (slurm.stages)."""
+    if job.stage is None or len(path) != 2 or path[0] != "slurm":
+        return path
+    own = ("slurm", "stages", job.stage.name, path[1])
+    return own if path[1] in source.data["slurm"]["stages"][job.stage.name] else path
 
 
 def judge(job: Job, policy: Policy) -> list[Verdict]:

@@ -2,7 +2,8 @@
 
 Each job is compiled from a run file exactly as a user's, and started as an admin, cron or
 sbatch would: `env -i PATH=/usr/bin:/bin HOME=...`, no venv active. Natively, under the real
-Slurm cluster (one node, and two nodes with torchrun's rendezvous), and in real podman with
+Slurm cluster (two nodes with torchrun's rendezvous; one node, as the stages of a pipeline, in
+test_axolotl_stages.py), and in real podman with
 the host's Python and the Axolotl venv mounted read-only. tests/support/axolotl.py has the venv, the
 tiny model and the config; tests/support/programs/allreduce.py the multi-node torch program.
 """
@@ -103,14 +104,6 @@ def test_a_native_axolotl_job_preprocesses_trains_and_merges(axolotl_venv, tiny_
     run_dir = tmp_path / "run"
     run_job(tmp_path, axolotl_run_file("native-axolotl", native(axolotl_venv),
                                        lora_config(tiny_model), paths={"run_dir": str(run_dir)}))
-    assert missing_outputs(run_dir) == []
-
-
-def test_a_native_axolotl_job_runs_under_slurm(slurm, axolotl_venv, tiny_model, tmp_path):
-    run_dir = tmp_path / "run"
-    sbatch_job(slurm, tmp_path, "slurm-axolotl", axolotl_run_file(
-        "slurm-axolotl", native(axolotl_venv), lora_config(tiny_model),
-        paths={"run_dir": str(run_dir)}, slurm={"time": 30}))
     assert missing_outputs(run_dir) == []
 
 

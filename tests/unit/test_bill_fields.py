@@ -100,6 +100,9 @@ slurm:
   signal: "B:USR1@90"
   max_restarts: 2
   extra: [--exclusive]
+  stages:
+    a: {partition: cpu, account: acct2, qos: low, time: "00:30:00", gpus_per_node: 0,
+        cpus_per_task: 2, mem: 4G, constraint: x86}
 """ % ("e" * 64)
 
 
@@ -148,7 +151,8 @@ words = st.text(string.ascii_lowercase + string.digits + "-_./", min_size=1, max
 
 
 # Fields whose values have a form of their own, as the schema lets them through.
-FORMS = {"slurm.time": st.sampled_from(["30", "02:00:00", "1-12", "UNLIMITED"])}
+FORMS = dict.fromkeys(("slurm.time", "stages.slurm.time"),
+                      st.sampled_from(["30", "02:00:00", "1-12", "UNLIMITED"]))
 
 
 def other_values(path: str, value: Any, hint: Any) -> st.SearchStrategy:

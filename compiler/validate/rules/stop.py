@@ -85,19 +85,27 @@ def _early_enough(data: dict, match: re.Match) -> Iterator[Problem]:
 
 
 def _time_limit(data: dict, needed: int, why: str) -> Iterator[Problem]:
-    """The time limit must be set (0 is no limit to Slurm) and outlast the stop."""
-    time = get(data, "slurm", "time")
+    """Every time limit, the job's and each stage's (slurm.stages), must be set (0 is no
+    limit to Slurm) and outlast the stop."""
+    stages = get(data, "slurm", "stages")
+    for path in [("slurm", "time"), *((("slurm", "stages", name, "time") for name in stages)
+                                      if isinstance(stages, dict) else ())]:
+        yield from _one_time_limit(path, get(data, *path), needed, why)
+
+
+def _one_time_limit(path: tuple[str, ...], time: object, needed: int, why: str) -> \
+        Iterator[Problem]:
     try:
         seconds = time_limit_seconds(str(time)) if isinstance(time, (str, int)) else None
     except ValueError:
         return  # the schema's pattern reports it
     if seconds == 0:
-        yield Problem(("slurm", "time"), "a time limit of zero is no limit to Slurm",
+        yield Problem(path, "a time limit of zero is no limit to Slurm",
                       "write UNLIMITED if the job may run without one, else a time such as "
                       "\"04:00:00\"")
     elif seconds is not None and granted_seconds(seconds) <= needed:
         minutes = needed // 60 + 1
-        yield Problem(("slurm", "time"), f"a time limit of {seconds} s is too short: {why}",
+        yield Problem(path, f"a time limit of {seconds} s is too short: {why}",
                       f"give the job more than {needed} s (time: {minutes}), or the signal "
                       "less lead")
 
