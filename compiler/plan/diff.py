@@ -197,6 +197,10 @@ def _image_change(before: str, after: str) -> str:
     return "image pinned by digest" if digest_after else "image no longer pinned by digest"
 
 
+# What a field that holds nothing is recorded as.
+EMPTY_VALUES: tuple[Any, ...] = (None, [], {})
+
+
 def diff_meaning(old: Any, new: Any, path: tuple[str, ...] = (), part: Part = JOB) -> \
         list[FieldChange]:
     """Return every field that differs between two meanings, in the new one's order. `part`,
@@ -243,9 +247,17 @@ def _diff_mappings(old: dict, new: dict, path: tuple[str, ...], part: Part) -> \
     if path in ORDERED and kept_old != kept_new:
         changes.append(FieldChange(path, "reordered", kept_old, kept_new))
     for key in [*new, *(key for key in old if key not in new)]:
-        changes += diff_meaning(old.get(key, _MISSING), new.get(key, _MISSING), (*path, key),
-                                part.child(key))
+        before, after = old.get(key, _MISSING), new.get(key, _MISSING)
+        if not _only_one_obc_records(before, after):
+            changes += diff_meaning(before, after, (*path, key), part.child(key))
     return changes
+
+
+def _only_one_obc_records(old: Any, new: Any) -> bool:
+    """Whether a field is in one record and not the other, with nothing in it: a field the
+    model gained (or lost) between two obc versions, which a job that does not use it holds
+    empty. Its meaning is the same, so an upgrade is not a change of every script."""
+    return (old is _MISSING and new in EMPTY_VALUES) or (new is _MISSING and old in EMPTY_VALUES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,7 +80,9 @@ def test_a_field_the_model_gains_is_compared_and_named_by_its_path(tmp_path):
 
     job = job_of(tmp_path, NATIVE)
     grown = ResumingJob(**{f.name: getattr(job, f.name) for f in dataclasses.fields(job)})
-    assert changes(job, grown) == ["resume from added (none)", "max retries added (0)"]
+    # A field gained that holds nothing is no change: an upgrade does not change every
+    # script that does not use it. One that holds a value (0 is one) is.
+    assert changes(job, grown) == ["max retries added (0)"]
     later = dataclasses.replace(grown, resume_from="last", max_retries=3)
     assert changes(grown, later) == ["resume from none → last", "max retries 0 → 3"]
     assert read_record(_record_text(later)) == meaning(later)
@@ -131,6 +133,16 @@ def test_order_counts_for_steps_and_not_for_env():
     new = {"steps": {"b": {"argv": ["y"]}, "a": {"argv": ["x"]}}, "env": {"B": "2", "A": "1"}}
     assert diff_meaning(old, new) == [FieldChange(("steps",), "reordered", ["a", "b"],
                                                   ["b", "a"])]
+
+
+def test_a_field_one_record_lacks_and_the_other_holds_empty_is_no_change():
+    old = {"id": "a", "steps": {"train": {"argv": ["x"]}}}
+    new = {"id": "a", "steps": {"train": {"argv": ["x"]}}, "stages": [], "stage": None,
+           "health": None, "notify": {}}
+    assert diff_meaning(old, new) == []
+    assert diff_meaning(new, old) == []
+    assert [c.text() for c in diff_meaning(old, {**new, "health": {"timeout": 120}})] == \
+        ["health added"]
 
 
 def test_an_empty_collection_then_items_reads_as_items_added():
