@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from .launcher import Launcher
+from .notify import Notify
 from .runtimes import CONTAINER_CACHE_DIR, Apptainer, Container, Enroot, Gpus, Native
 from .slurm import RENDEZVOUS_NAMES, Slurm
 
@@ -178,6 +179,7 @@ class Job:
     sweep: SweepRun | None = None
     # trainer.torchrun: how train launches the script.
     launcher: Launcher | None = None
+    notify: Notify | None = None
 
     @property
     def wandb_run_id(self) -> bool:
@@ -304,8 +306,11 @@ class Job:
 
     @property
     def required_secrets(self) -> tuple[str, ...]:
-        """The names of the secrets preflight requires to be set and not empty."""
-        return tuple(secret.name for secret in self.secrets if secret.required)
+        """The names of the secrets preflight requires to be set and not empty: the steps',
+        and the one that holds notify's URL."""
+        notify = (self.notify.url_secret,) if self.notify and self.notify.url_secret else ()
+        names = tuple(secret.name for secret in self.secrets if secret.required)
+        return names + tuple(name for name in notify if name not in names)
 
     @property
     def programs(self) -> tuple[str, ...]:

@@ -45,6 +45,7 @@ from ..model.runtimes import (
     Native,
     mounts_of,
 )
+from ..model.notify import EVENTS, Notify
 from ..model.slurm import Slurm, default_signal
 from ..model.trainers import AXOLOTL, TRL, config_field, trainer_kind
 from ..read.axolotl import read_config
@@ -109,6 +110,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         retry=_retry(data.get("retry")),
         sweep=sweep,
         launcher=None if part is None else part.launcher(data),
+        notify=_notify(data.get("notify")),
     )
 
 
@@ -133,7 +135,17 @@ def _trainer_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
 def _retry(retry: dict[str, Any] | None) -> Retry | None:
     if retry is None:
         return None
-    return Retry(tuple(retry["on_exit_codes"]), retry["max"])
+    return Retry(tuple(retry.get("on_exit_codes", ())), retry["max"])
+
+
+def _notify(notify: dict[str, Any] | None) -> Notify | None:
+    if notify is None:
+        return None
+    url = notify.get("url")
+    events = tuple(event for event in EVENTS if event in notify["on"])
+    if isinstance(url, dict):
+        return Notify(events, url_secret=url["secret"])
+    return Notify(events, tuple(notify.get("command", ())), url)
 
 
 def _runtime(runtime: dict[str, Any], digests: Mapping[str, str], *,

@@ -14,6 +14,7 @@ from . import (
     engine_options,
     images,
     names,
+    notify,
     paths,
     runtime,
     slurm,
@@ -42,3 +43,4 @@ def check(data: Any) -> Iterator[Problem]:
     yield from engine_options.check(data)
     yield from system_limits.check(data)
     yield from torchrun.check(data)
+    yield from notify.check(data)
