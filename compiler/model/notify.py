@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Literal
-from urllib.parse import urlsplit
+from typing import Literal, NamedTuple
 
 Event = Literal["started", "step_failed", "requeued", "done", "gave_up"]
 # Every event, in the order a job meets them (the schema's enum, README's table).
@@ -31,7 +31,7 @@ class Notify:
     def host(self) -> str:
         """Where the POSTs go, for people: the URL's host, or `the host in $NAME`."""
         if self.url is not None:
-            return urlsplit(self.url).hostname or self.url
+            return url_parts(self.url).host
         return f"the host in ${self.url_secret}"
 
     @property
@@ -42,3 +42,28 @@ class Notify:
 # How long one notification may take: curl's --max-time; a command is stopped (KILL, all it
 # started) a second after.
 NOTIFY_SECONDS = 5
+
+
+class UrlParts(NamedTuple):
+    """An http(s) URL's parts (RFC 3986), as far as obc reads them: the authority (with any
+    user and password), its host, the path, and the query's `name=value` pairs."""
+
+    authority: str
+    host: str
+    path: str
+    query: tuple[tuple[str, str], ...]
+
+
+# (urllib is not imported: only lock may import what opens a network connection.)
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)([^?#]*)(?:\?([^#]*))?")
+
+
+def url_parts(url: str) -> UrlParts:
+    """The parts of `url`, an http(s) URL the schema has let through."""
+    match = _URL.match(url)
+    authority, path, query = match.groups("") if match else ("", url, "")
+    host = authority.rpartition("@")[2]
+    host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
+    pairs = tuple((name, value) for name, _, value in
+                  (pair.partition("=") for pair in query.split("&") if pair))
+    return UrlParts(authority, host, path, pairs)

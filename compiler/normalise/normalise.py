@@ -37,6 +37,7 @@ from ..model.job import (
     Step,
     SweepRun,
 )
+from ..model.notify import EVENTS, Notify
 from ..model.runtimes import (
     ENROOT_DIGESTS,
     Apptainer,
@@ -45,7 +46,6 @@ from ..model.runtimes import (
     Native,
     mounts_of,
 )
-from ..model.notify import EVENTS, Notify
 from ..model.slurm import Slurm, default_signal
 from ..model.trainers import AXOLOTL, TRL, config_field, trainer_kind
 from ..read.axolotl import read_config

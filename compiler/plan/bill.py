@@ -17,6 +17,7 @@ from ..core import shell
 from ..model.gpu_hours import Compute, compute, compute_of
 from ..model.job import Checkpoints, Job, OnSignal, Retry, SweepRun
 from ..model.launcher import Launcher
+from ..model.notify import Notify
 from ..model.runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_RUN_DIR,
@@ -162,6 +163,7 @@ class Bill:
     sweep: SweepRun | None
     # trainer.torchrun: what launches the script, across the nodes too.
     launcher: Launcher | None = None
+    notify: Notify | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +215,7 @@ def bill_of(job: Job | Sweep) -> Bill | SweepBill:
         retry=job.retry,
         sweep=job.sweep,
         launcher=job.launcher,
+        notify=job.notify,
     )
 
 
@@ -337,6 +340,12 @@ def _egress(job: Job, images: tuple[Image, ...]) -> tuple[Egress, ...]:
     env = dict(job.env)
     found = [Egress(image.registry, f"pulls the image {image.reference} if the machine lacks "
                     "it") for image in images if not is_image_file(image.reference)]
+    notify = job.notify
+    if notify is not None and notify.posts:
+        # The script POSTs, where the job runs: the steps' network does not matter.
+        found.append(Egress(notify.host, f"notify: POSTs the events {', '.join(notify.events)}"
+                            " (job, step, exit code, run dir, the last lines of a failed "
+                            "step's log)"))
     container = job.container
     if container is not None and set(container.extra_args) & set(NO_NETWORK):
         return tuple(found)  # the steps have no network; only the engine pulls

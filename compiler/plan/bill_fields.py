@@ -65,6 +65,7 @@ BILLED: dict[str, str] = {
     "on_signal.trigger": "stop",
     "retry.exit_codes": "retry",
     "retry.max": "retry",
+    **{f"notify.{name}": "notify" for name in ("events", "command", "url", "url_secret")},
     **{f"sweep.{name}": "sweep" for name in (
         "sweep", "labels", "name", "changes", "config_file")},
 }

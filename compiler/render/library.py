@@ -25,8 +25,8 @@ from .provenance import sha256
 # Every part, in the order a script embeds them.
 PART_ORDER = ("core", "words", "main", "rundir", "records", "finished", "files",
               "checkpoints", "resume", "resume_never", "on_signal", "launcher", "retry",
-              "requeue", "notify", "slurm", "node_tasks", "container", "native", "apptainer", "enroot",
-              "stop_group", "unset_inherited")
+              "requeue", "notify", "slurm", "node_tasks", "container", "native", "apptainer",
+              "enroot", "stop_group", "unset_inherited")
 _RUNTIME_PARTS = {Container: "container", Native: "native", Apptainer: "apptainer",
                   Enroot: "enroot"}
 

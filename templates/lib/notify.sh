@@ -8,6 +8,7 @@
 OBC_NO_CURL=''
 
 # obc_notify EVENT [EXIT_CODE]: tells of EVENT, if it is one of OBC_NOTIFY_ON.
+# shellcheck disable=SC2153 # OBC_TMP, the run's private folder (part rundir), is no OBC_STEP
 obc_notify() {
   case " $OBC_NOTIFY_ON " in *" $1 "*) ;; *) return 0 ;; esac
   if [ -n "$OBC_NOTIFY_URL$OBC_NOTIFY_URL_SECRET" ] && ! obc_which curl "$PATH" >/dev/null; then

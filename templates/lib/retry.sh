@@ -23,6 +23,7 @@ obc_oom_kills() {
 # codes, if it lists any, hold OBC_STATUS, and whose LOG, if any, a line of this try's log
 # matches (or `memory.events: oom_kill`, when its cgroup counted an OOM kill during it). Sets
 # OBC_ACTION (retry, stop, or empty for none), OBC_CAUSE and OBC_WHERE (`log line N`).
+# shellcheck disable=SC2153 # OBC_CAUSES, the job's table, is no misspelt OBC_CAUSE
 obc_cause() {
   OBC_EVIDENCE=
   [ -z "${OBC_OOM_KILLS:-}" ] || [ "$(obc_oom_kills)" = "$OBC_OOM_KILLS" ] ||

@@ -85,6 +85,7 @@ files: {a.py: a.py}
 env: {A: "1"}
 secrets: [A_TOKEN, {name: B, required: false}]
 retry: {on_exit_codes: [75], max: 2}
+notify: {on: [started, done], command: [notify-send, obc]}
 slurm:
   partition: gpu
   account: acct

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from urllib.parse import parse_qsl, urlsplit
 
 from ...core.diagnostics import show
+from ...model.notify import url_parts
 from .common import Problem, get
 from .names import SHELL_NAMES, credential_value, looks_like_credential
 
@@ -37,10 +37,10 @@ def check(data: dict) -> Iterator[Problem]:
 def _credential_in(url: str) -> str | None:
     """What in `url` looks like a credential, if anything: a user or password, a query
     parameter named like a credential, or a value that looks like a token."""
-    parts = urlsplit(url)
-    if "@" in parts.netloc:
+    parts = url_parts(url)
+    if "@" in parts.authority:
         return "holds a user or password"
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+    for name, value in parts.query:
         if looks_like_credential(name) or name.lower() in ("sig", "signature", "auth", "key"):
             return f"has the query parameter {show(name)}, which looks like a credential"
         if credential_value(value) or _TOKEN_LIKE.fullmatch(value):
