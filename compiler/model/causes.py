@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 Action = Literal["retry", "stop"]
+# What the part retry matches the causes against when the job's cgroup (v2) counted an OOM
+# kill while the step ran, as if the log had said it.
+CGROUP_OOM_KILL = "memory.events: oom_kill"
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,8 +22,8 @@ class Cause:
     it is recognised: a line of the step's log that matches `log` (a POSIX extended regular
     expression, matched by awk byte by byte), an exit code of `exit_codes`, or both when both
     are given. `example` is a log line it matches (docs/retry.md, and the tests). Besides the
-log, the script matches `log` against `memory.events: oom_kill` when the job's cgroup counted
-an OOM kill during the step."""
+log, the script matches `log` against CGROUP_OOM_KILL when the job's cgroup counted an OOM
+kill during the step."""
 
     name: str
     action: Action

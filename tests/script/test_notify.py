@@ -116,6 +116,11 @@ def test_a_real_job_posts_its_events_to_the_url_in_its_secret(tmp_path, server):
     url = f"http://127.0.0.1:{server.server_port}/hooks/{token}"
     script = write_script(tmp_path, compile_text(tmp_path, job(
         "started, step_failed, gave_up, done", "url: {secret: HOOK_URL}")))
+    # A secret's value never exists at compile time: preflight requires it where the job runs.
+    unset, _ = run(script, tmp_path)
+    assert unset.returncode == 3
+    assert "obc: preflight: secret HOOK_URL is not set or empty" in unset.stderr.splitlines()
+    assert not server.posts
     done, _ = run(script, tmp_path, trace=True, HOOK_URL=url)
     assert done.returncode == 3, done.stderr
     assert token not in done.stderr + done.stdout

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from compiler.core.shell import quote as shell_quote
-from compiler.model.causes import CAUSES, causes_text
+from compiler.model.causes import CAUSES, CGROUP_OOM_KILL, causes_text
 from tests.conftest import SHELLS, compile_text, write_script
-from tests.script.test_library_functions import NO_STEP_YET, run_library
+from tests.script.test_library_functions import LIBRARY, NO_STEP_YET, run_library
 
 # Every cause with an example log line, and one that only an exit code tells.
 BY_LOG = [cause for cause in CAUSES if cause.example]
@@ -33,6 +33,10 @@ printf '%s|%s|%s\\n' "$OBC_ACTION" "$OBC_WHERE" "$OBC_CAUSE"
 """)
     assert (done.returncode, done.stderr) == (0, "")
     return done.stdout.rstrip("\n")
+
+
+def test_the_part_retry_says_the_cgroups_oom_kill_as_the_table_has_it():
+    assert f"OBC_EVIDENCE='{CGROUP_OOM_KILL}'" in (LIBRARY / "retry.sh").read_text()
 
 
 def test_each_cause_is_one_line_of_four_fields():
