@@ -31,9 +31,9 @@ obc_notify() {
 }
 
 # Writes the event's JSON to $OBC_TMP/notify.json and sets the variables the command gets:
-# the job, event, step (null before any), attempt, exit code, Slurm job id, run dir, the
-# step's log, and but on started and done the last lines of that log (escaped by
-# obc_json_text, whatever bytes they hold).
+# the job, event, step (null before any), attempt, exit code, Slurm job id, run dir and,
+# but on started and done, the step's log and its last lines (escaped by obc_json_text,
+# whatever bytes they hold).
 obc_notify_payload() {
   OBC_EVENT=$1 OBC_EXIT_CODE=${2:-} OBC_STEP=${OBC_NAME:-} OBC_TAIL=null OBC_STEP_LOG=
   case $OBC_LOG in /*) OBC_STEP_LOG=$OBC_LOG ;; esac

@@ -78,14 +78,15 @@ obc_retry() {
     retry) OBC_CAUSE="$OBC_CAUSE ($OBC_WHERE)" ;;
     *)
       case " $OBC_RETRY_EXIT_CODES " in
-        *" $OBC_STATUS "*) OBC_CAUSE='retry.on_exit_codes' ;;
+        *" $OBC_STATUS "*) OBC_CAUSE= ;;
         *) return 1 ;;
       esac ;;
   esac
+  OBC_WORD="exited with $OBC_STATUS${OBC_CAUSE:+: $OBC_CAUSE}"
   if [ -n "$OBC_RETRY_REQUEUES" ] && [ -n "${SLURM_JOB_ID:-}" ]; then
-    obc_requeue "$OBC_RETRY_MAX" "step $OBC_NAME exited with $OBC_STATUS: $OBC_CAUSE" || return 1
+    obc_requeue "$OBC_RETRY_MAX" "step $OBC_NAME $OBC_WORD" || return 1
   fi
   OBC_TRIES=$((${OBC_TRIES:-0} + 1))
   [ "$OBC_TRIES" -le "$OBC_RETRY_MAX" ] || return 1
-  obc_announce "exited with $OBC_STATUS: $OBC_CAUSE; trying again ($OBC_TRIES of $OBC_RETRY_MAX)"
+  obc_announce "$OBC_WORD; trying again ($OBC_TRIES of $OBC_RETRY_MAX)"
 }
