@@ -26,7 +26,7 @@ obc_begin_attempt() {
 }
 
 # obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json, and tells
-# notify's command or URL of the job's end (part notify).
+# notify's command or URL of the job's end (part notify; requeued, obc_requeue tells).
 obc_status() {
   [ -n "$OBC_ATTEMPT" ] || return 0
   OBC_ENDED_AT=
@@ -44,7 +44,6 @@ obc_status() {
     obc_say "cannot record the status in $OBC_RUN_DIR/.obc"
   [ -z "$OBC_NOTIFY_ON" ] || case $1 in
     failed) obc_notify gave_up "${2:-1}" ;;
-    requeued) obc_notify requeued ;;
     succeeded) obc_notify 'done' 0 ;;
   esac
 }
