@@ -297,3 +297,18 @@ notify: {{on: [step_failed, done], {target}}}
     lines = bill_lines(bill)
     assert any(line.startswith("notify") and "on step_failed, done: POSTs" in line
                for line in lines)
+
+
+def test_the_header_says_who_hears_which_events_and_what_retry_retries(tmp_path):
+    text = compile_text(tmp_path, """\
+version: 1
+id: n
+runtime: {kind: native}
+steps: [{name: a, run: [x]}]
+retry: {on_exit_codes: [75], max: 2}
+notify: {on: [started, gave_up], command: [notify-send, obc run]}
+""")
+    assert "# retry       a lost node, a network error or preemption and exit codes 75 " \
+           "(never out of memory or a config error; docs/retry.md): up to 2 times\n" in text
+    assert "# notify      on started, gave_up: runs notify-send 'obc run', the event's JSON on " \
+           "its stdin\n#             given up after 6 s; never changes the exit code\n" in text
