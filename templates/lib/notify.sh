@@ -24,7 +24,7 @@ obc_notify() {
   fi
   case $OBC_NOTIFIED in
     0) ;;
-    137) obc_say "notify $1: no answer within $((OBC_NOTIFY_SECONDS + 1)) s, given up" ;;
+    late) obc_say "notify $1: no answer within $((OBC_NOTIFY_SECONDS + 1)) s, given up" ;;
     *) obc_say "notify $1: failed (exit code $OBC_NOTIFIED)" ;;
   esac
   rm -f -- "$OBC_TMP/notify.json"
@@ -105,26 +105,34 @@ obc_notify_curl_config() {
 # obc_notify_bounded FUNCTION [ARG...]: runs it in the background with the event's facts in
 # its environment and its JSON on stdin, and KILLs it if it has not ended within
 # OBC_NOTIFY_SECONDS + 1 (a command with all it started: obc_notify_exec makes it a session
-# of its own); sets OBC_NOTIFIED to its exit code. Neither it nor its watcher holds the run
-# dir's lock (fd 9).
+# of its own); sets OBC_NOTIFIED to its exit code, or `late` if it was stopped. Neither it nor
+# its watcher holds the run dir's lock (fd 9).
 obc_notify_bounded() {
+  # (The redirections inside, by exec: yash would keep a process of its own for those of a
+  # background subshell, and $! would not be the command's session.)
+  rm -f -- "$OBC_TMP/notify.late"
   (
+    exec < "$OBC_TMP/notify.json" >&2 9>&-
     export OBC_EVENT OBC_JOB OBC_STEP OBC_ATTEMPT OBC_EXIT_CODE OBC_RUN_DIR OBC_STEP_LOG
     "$@"
-  ) < "$OBC_TMP/notify.json" >&2 9>&- &
+  ) &
   OBC_NOTIFIER=$!
   (
-    trap 'env kill -s TERM "$OBC_SLEEP" 2>/dev/null; exit 0' TERM
+    exec > /dev/null 2>&1 9>&-
+    trap 'env kill -s TERM "$OBC_SLEEP"; exit 0' TERM
     sleep "$((OBC_NOTIFY_SECONDS + 1))" &
     OBC_SLEEP=$!
     wait "$OBC_SLEEP"
+    : > "$OBC_TMP/notify.late"
     env kill -s KILL -- "-$OBC_NOTIFIER" || env kill -s KILL "$OBC_NOTIFIER"
-  ) > /dev/null 2>&1 9>&- &
+  ) &
   OBC_WATCHER=$!
+  # (Quiet: bash and ksh93 would say that the command was killed, each in its own words.)
   OBC_NOTIFIED=0
-  wait "$OBC_NOTIFIER" || OBC_NOTIFIED=$?
+  wait "$OBC_NOTIFIER" 2>/dev/null || OBC_NOTIFIED=$?
   env kill -s TERM "$OBC_WATCHER" 2>/dev/null
   wait "$OBC_WATCHER"
+  [ ! -e "$OBC_TMP/notify.late" ] || OBC_NOTIFIED=late
 }
 
 # Runs the notify command as a session of its own, which its watcher stops as a whole.
