@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from .launcher import Launcher
+from .notify import Notify
 from .runtimes import CONTAINER_CACHE_DIR, Apptainer, Container, Enroot, Gpus, Native
 from .slurm import RENDEZVOUS_NAMES, Slurm
 
@@ -224,6 +225,7 @@ class Job:
         """Every step of the job, whichever stage runs it: what its identity is made of, the
         same in the job's script and in each stage's."""
         return tuple(step for stage in self.stages for step in stage.steps) or self.steps
+    notify: Notify | None = None
 
     @property
     def wandb_run_id(self) -> bool:
@@ -355,8 +357,11 @@ class Job:
 
     @property
     def required_secrets(self) -> tuple[str, ...]:
-        """The names of the secrets preflight requires to be set and not empty."""
-        return tuple(secret.name for secret in self.secrets if secret.required)
+        """The names of the secrets preflight requires to be set and not empty: the steps',
+        and the one that holds notify's URL."""
+        notify = (self.notify.url_secret,) if self.notify and self.notify.url_secret else ()
+        names = tuple(secret.name for secret in self.secrets if secret.required)
+        return names + tuple(name for name in notify if name not in names)
 
     @property
     def programs(self) -> tuple[str, ...]:

@@ -40,6 +40,7 @@ from ..model.job import (
     Step,
     SweepRun,
 )
+from ..model.notify import EVENTS, Notify
 from ..model.runtimes import (
     ENROOT_DIGESTS,
     Apptainer,
@@ -118,6 +119,7 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         health=_health(data.get("health"), slurm, gpus),
         stages=stages(data["slurm"]["stages"], steps, slurm, gpus)
         if slurm is not None and "stages" in data["slurm"] else (),
+        notify=_notify(data.get("notify")),
     )
 
 
@@ -142,7 +144,17 @@ def _trainer_config(data: dict[str, Any], attachments: dict[Path_, str]) -> \
 def _retry(retry: dict[str, Any] | None) -> Retry | None:
     if retry is None:
         return None
-    return Retry(tuple(retry["on_exit_codes"]), retry["max"])
+    return Retry(tuple(retry.get("on_exit_codes", ())), retry["max"])
+
+
+def _notify(notify: dict[str, Any] | None) -> Notify | None:
+    if notify is None:
+        return None
+    url = notify.get("url")
+    events = tuple(event for event in EVENTS if event in notify["on"])
+    if isinstance(url, dict):
+        return Notify(events, url_secret=url["secret"])
+    return Notify(events, tuple(notify.get("command", ())), url)
 
 
 def _health(health: dict[str, Any] | None, slurm: Slurm | None,

@@ -17,6 +17,7 @@ from ..core import shell
 from ..model.gpu_hours import Compute, compute, compute_of
 from ..model.job import Checkpoints, Job, OnSignal, Retry, Stage, SweepRun, stage_job
 from ..model.launcher import Launcher
+from ..model.notify import Notify
 from ..model.runtimes import (
     CONTAINER_CACHE_DIR,
     CONTAINER_RUN_DIR,
@@ -182,6 +183,7 @@ class Bill:
     # script is (None: the whole job), with the job it is a stage of.
     stages: tuple[BillStage, ...] = ()
     stage: tuple[str, str] | None = None
+    notify: Notify | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +237,7 @@ def bill_of(job: Job | Sweep) -> Bill | SweepBill:
         health=tuple(health_lines(job)),
         stages=tuple(_stage(job, stage) for stage in job.stages),
         stage=(job.stage.run, job.stage.name) if job.stage else None,
+        notify=job.notify,
     )
 
 
@@ -374,6 +377,12 @@ def _egress(job: Job, images: tuple[Image, ...]) -> tuple[Egress, ...]:
     env = dict(job.env)
     found = [Egress(image.registry, f"pulls the image {image.reference} if the machine lacks "
                     "it") for image in images if not is_image_file(image.reference)]
+    notify = job.notify
+    if notify is not None and notify.posts:
+        # The script POSTs, where the job runs: the steps' network does not matter.
+        found.append(Egress(notify.host, f"notify: POSTs the events {', '.join(notify.events)}"
+                            " (job, step, exit code, run dir, the last lines of a failed "
+                            "step's log)"))
     container = job.container
     if container is not None and set(container.extra_args) & set(NO_NETWORK):
         return tuple(found)  # the steps have no network; only the engine pulls

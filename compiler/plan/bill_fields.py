@@ -66,6 +66,7 @@ BILLED: dict[str, str] = {
     "retry.exit_codes": "retry",
     "retry.max": "retry",
     **{f"health.{name}": "health" for name in ("gpus", "timeout", "requeue")},
+    **{f"notify.{name}": "notify" for name in ("events", "command", "url", "url_secret")},
     **{f"sweep.{name}": "sweep" for name in (
         "sweep", "labels", "name", "changes", "config_file")},
     **{f"stages.{name}": "stages" for name in (

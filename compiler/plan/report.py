@@ -21,7 +21,7 @@ from ..core.text import visible
 from ..model.job import SweepRun
 from ..model.launcher import Launcher
 from ..render.meaning import DIGEST_KEY, Digest
-from ..render.summary import labelled_lines
+from ..render.summary import labelled_lines, notify_lines, retry_line
 from .bill import Bill, SlurmBill, SweepBill, bill_of
 from .diff import SYMBOLS, ScriptPlan, library_lines, totals
 
@@ -84,9 +84,9 @@ def _job_rows(bill: Bill) -> list[tuple[str, list[str]]]:
                       if f.obc_adds else "") for f in bill.files]),
         ("checkpoints", _checkpoints(bill)),
         ("stop", _stop(bill)),
-        ("retry", [f"exit codes {' '.join(map(str, bill.retry.exit_codes))}: up to "
-                   f"{bill.retry.max} times"] if bill.retry else []),
+        ("retry", [retry_line(bill.retry)] if bill.retry else []),
         ("health", list(bill.health)),
+        ("notify", notify_lines(bill.notify) if bill.notify else []),
     ]
 
 

@@ -15,7 +15,9 @@ from functools import cache
 
 from ..core.resources import data_dir
 from ..core.shell import LIBRARY_SECTION
+from ..model.causes import causes_text
 from ..model.job import Job
+from ..model.notify import NOTIFY_SECONDS
 from ..model.runtimes import Apptainer, Container, Enroot, Native
 from .meaning import RECORD_PREFIX
 from .provenance import sha256
@@ -23,8 +25,8 @@ from .provenance import sha256
 # Every part, in the order a script embeds them.
 PART_ORDER = ("core", "words", "main", "rundir", "records", "finished", "files",
               "checkpoints", "resume", "resume_never", "on_signal", "launcher", "retry",
-              "requeue", "slurm", "node_tasks", "health", "container", "native", "apptainer",
-              "enroot", "stop_group", "unset_inherited")
+              "requeue", "notify", "slurm", "node_tasks", "health", "container", "native",
+              "apptainer", "enroot", "stop_group", "unset_inherited")
 _RUNTIME_PARTS = {Container: "container", Native: "native", Apptainer: "apptainer",
                   Enroot: "enroot"}
 
@@ -42,6 +44,7 @@ def library_parts(job: Job) -> tuple[str, ...]:
         "launcher" if job.launcher else "",
         "retry" if job.retry else "",
         "requeue" if job.slurm and job.slurm.requeues_itself else "",
+        "notify" if job.notify else "",
         "slurm" if job.node_steps else "",
         "node_tasks" if job.node_tasks else "",
         "health" if job.health else "",
@@ -169,12 +172,13 @@ Setting = tuple[str, str | int]
 def settings(job: Job) -> list[list[Setting]]:
     """The variables through which `job`'s values and switches reach the library's parts,
     in groups that the job part writes one a line: the job, its stop, its checkpoints, its
-    resume, on_signal, its launcher, retry, Slurm, health, its runtime. An empty value is a switch
-    that is off: the job sets it all the same, so that a variable it inherited cannot switch
-    a feature on."""
+    resume, on_signal, its launcher, retry, notify, Slurm, health, its runtime. An empty value
+    is a switch that is off: the job sets it all the same, so that a variable it inherited
+    cannot switch a feature on."""
     checkpoints, slurm, retry, on_signal = job.checkpoints, job.slurm, job.retry, job.on_signal
     launcher, trigger = job.launcher, on_signal.trigger if on_signal else None
     health = job.health
+    notify = job.notify
     runtime: list[Setting] = []
     if job.container:
         runtime = [("OBC_HOME_IN_RUN_DIR", "1" if job.container.as_invoker else "")]
@@ -211,6 +215,12 @@ def settings(job: Job) -> list[list[Setting]]:
         [("OBC_RETRY_MAX", retry.max if retry else ""),
          *([("OBC_RETRY_EXIT_CODES", " ".join(str(code) for code in retry.exit_codes)),
             ("OBC_RETRY_REQUEUES", "1" if slurm else "")] if retry else [])],
+        # Why a step failed, and whether retry tries again (compiler/model/causes.py).
+        [("OBC_CAUSES", causes_text())] if retry else [],
+        [("OBC_NOTIFY_ON", " ".join(notify.events) if notify else ""),
+         *([("OBC_NOTIFY_URL", notify.url or ""),
+            ("OBC_NOTIFY_URL_SECRET", notify.url_secret or ""),
+            ("OBC_NOTIFY_SECONDS", NOTIFY_SECONDS)] if notify else [])],
         [("OBC_TIME_LIMIT_SIGNAL", slurm.signal_name if job.requeues_at_time_limit else ""),
          *([("OBC_MAX_RESTARTS", slurm.max_restarts)] if job.requeues_at_time_limit else [])],
         [("OBC_NODE_STEPS", " ".join(job.node_steps)),

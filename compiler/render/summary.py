@@ -8,7 +8,8 @@ from collections.abc import Iterable
 
 from ..core import shell
 from ..model.gpu_hours import compute
-from ..model.job import Job, stage_id
+from ..model.job import Job, Retry, stage_id
+from ..model.notify import NOTIFY_SECONDS, Notify
 from ..model.runtimes import CONTAINER_HOME, Apptainer, Container, Enroot, Mount, Native
 
 # Each job with stages has one, beside its job.sh (render/stages.py).
@@ -63,10 +64,10 @@ def help_lines(job: Job) -> list[str]:
                                for s in job.secrets)] if job.secrets else []),
         ("resume", _resume(job)),
         ("stop", _stop(job)),
-        ("retry", [f"exit codes {', '.join(map(str, job.retry.exit_codes))}: up to "
-                   f"{job.retry.max} times" + (", by requeueing" if job.slurm else "")]
+        ("retry", [retry_line(job.retry) + (", by requeueing" if job.slurm else "")]
          if job.retry else []),
         ("health", health_lines(job)),
+        ("notify", notify_lines(job.notify) if job.notify else []),
         ("records", ["<run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)",
                      "training inputs (OBC_INPUTS): a rerun starts at the first step "
                      "not finished for them (.obc/done/STEP; --from, --only, --fresh)"]),
@@ -81,6 +82,23 @@ def labelled_lines(rows: Iterable[tuple[str, list[str]]]) -> list[str]:
     """Each row's values, one to a line: the label before the first, the values aligned."""
     return [f"{label if i == 0 else '':<{LABEL_WIDTH}}{value}".rstrip()
             for label, values in rows for i, value in enumerate(values)]
+
+
+def retry_line(retry: Retry) -> str:
+    """What retry tries again, and how often: by cause (docs/retry.md), and for the exit
+    codes it lists."""
+    codes = f" and exit codes {', '.join(map(str, retry.exit_codes))}" if retry.exit_codes \
+        else ""
+    return (f"a lost node, a network error or preemption{codes} (never out of memory or a "
+            f"config error; docs/retry.md): up to {retry.max} times")
+
+
+def notify_lines(notify: Notify) -> list[str]:
+    """Who hears of which events, and how long each may take (docs/notify.md)."""
+    how = (f"POSTs the event's JSON to {notify.target} (curl)" if notify.posts else
+           f"runs {shell.join_words(notify.command)}, the event's JSON on its stdin")
+    return [f"on {', '.join(notify.events)}: {how}",
+            f"given up after {NOTIFY_SECONDS + 1} s; never changes the exit code"]
 
 
 def _resume(job: Job) -> list[str]:

@@ -113,8 +113,10 @@ obc_step() {
   fi
   OBC_BEGAN=$(date +%s)
   while :; do
+    [ -z "$OBC_RETRY_MAX" ] || obc_mark_try
     obc_run_step "$@"
     [ "$OBC_STATUS" -ne 0 ] || break
+    [ -z "$OBC_NOTIFY_ON" ] || obc_notify step_failed "$OBC_STATUS"
     { [ -n "$OBC_RETRY_MAX" ] && obc_retry; } ||
       obc_fail "step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME failed with exit code $OBC_STATUS" \
         "$OBC_STATUS"

@@ -22,9 +22,11 @@ obc_begin_attempt() {
     obc_fail "cannot record the attempt in $OBC_RUN_DIR/.obc"
   fi
   obc_status running
+  [ -z "$OBC_NOTIFY_ON" ] || obc_notify started
 }
 
-# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json.
+# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json, and tells
+# notify's command or URL of the job's end (part notify; requeued, obc_requeue tells).
 obc_status() {
   [ -n "$OBC_ATTEMPT" ] || return 0
   OBC_ENDED_AT=
@@ -40,6 +42,10 @@ obc_status() {
     printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
     obc_say "cannot record the status in $OBC_RUN_DIR/.obc"
+  [ -z "$OBC_NOTIFY_ON" ] || case $1 in
+    failed) obc_notify gave_up "${2:-1}" ;;
+    succeeded) obc_notify 'done' 0 ;;
+  esac
 }
 
 # obc_save_record NAME LINE: replaces the record .obc/NAME with LINE, whole or not at all

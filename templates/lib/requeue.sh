@@ -9,6 +9,8 @@
 # shellcheck disable=SC2329 # called from the traps
 obc_requeue() {
   [ -n "${SLURM_JOB_ID:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "$1" ] || return 1
+  # Told before, not after: Slurm ends this attempt, notify's command with it, once requeued.
+  [ -z "$OBC_NOTIFY_ON" ] || obc_notify requeued
   OBC_ID=$SLURM_JOB_ID
   [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || OBC_ID=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
   scontrol requeue "$OBC_ID" || return 1

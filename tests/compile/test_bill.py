@@ -276,3 +276,39 @@ def test_what_obc_adds_to_the_config_is_a_change_line_when_it_changes(tmp_path):
     (script,) = plan_json(root).values()
     assert "file axolotl.yaml: obc adds dynamic_checkpoint.check_interval 1 → 30" in [
         change["text"] for change in script["changes"]]
+
+
+@pytest.mark.parametrize(("target", "host"), [
+    ("url: 'https://ci.example.com:8443/hook?channel=ml'", "ci.example.com"),
+    ("url: {secret: SLACK_WEBHOOK}", "the host in $SLACK_WEBHOOK"),
+])
+def test_a_notify_url_is_egress_to_its_host_and_notify_is_billed(tmp_path, target, host):
+    # The script POSTs from where the job runs: egress even when the steps have no network.
+    bill = bill_of_text(tmp_path, f"""\
+version: 1
+id: n
+runtime: {{kind: docker, extra_args: [--network=none]}}
+steps: [{{name: a, run: [x]}}]
+notify: {{on: [step_failed, done], {target}}}
+""")
+    assert [(e.host, e.purpose) for e in bill.egress if e.purpose.startswith("notify")] == [
+        (host, "notify: POSTs the events step_failed, done (job, step, exit code, run dir, "
+               "the last lines of a failed step's log)")]
+    lines = bill_lines(bill)
+    assert any(line.startswith("notify") and "on step_failed, done: POSTs" in line
+               for line in lines)
+
+
+def test_the_header_says_who_hears_which_events_and_what_retry_retries(tmp_path):
+    text = compile_text(tmp_path, """\
+version: 1
+id: n
+runtime: {kind: native}
+steps: [{name: a, run: [x]}]
+retry: {on_exit_codes: [75], max: 2}
+notify: {on: [started, gave_up], command: [notify-send, obc run]}
+""")
+    assert "# retry       a lost node, a network error or preemption and exit codes 75 " \
+           "(never out of memory or a config error; docs/retry.md): up to 2 times\n" in text
+    assert "# notify      on started, gave_up: runs notify-send 'obc run', the event's JSON on " \
+           "its stdin\n#             given up after 6 s; never changes the exit code\n" in text

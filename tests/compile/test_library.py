@@ -38,6 +38,8 @@ OTHER_JOBS = {
     "local-retry": "trainer: {axolotl: {config: {base_model: x}}}\n"
                    "retry: {on_exit_codes: [75, 137], max: 2}",
     "health": "trainer: {axolotl: {config: {base_model: x}}}\nhealth: {}",
+    "notify": "steps: [{name: eval, run: [python3, eval.py]}]\n"
+              "notify: {on: [step_failed, gave_up], url: {secret: SLACK_WEBHOOK}}",
 }
 
 

@@ -31,10 +31,12 @@ def run_library(shell: str, parts: list[str], code: str, path: str | None = None
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_retry_tries_again_only_for_its_exit_codes_and_up_to_its_maximum(shell):
-    done = run_library(shell, ["core", "records", "retry"], NO_STEP_YET + """\
-OBC_RETRY_EXIT_CODES='75 137' OBC_RETRY_MAX=2 OBC_RETRY_REQUEUES=''
-OBC_NUMBER=1 OBC_STEP_COUNT=1 OBC_NAME=train
+def test_retry_tries_again_only_for_its_exit_codes_and_up_to_its_maximum(shell, tmp_path):
+    # A step that said nothing (no log): only the exit codes tell (the causes are
+    # tests/script/test_retry_causes.py's).
+    done = run_library(shell, ["core", "records", "retry"], NO_STEP_YET + f"""\
+OBC_RETRY_EXIT_CODES='75 137' OBC_RETRY_MAX=2 OBC_RETRY_REQUEUES='' OBC_CAUSES=''
+OBC_NUMBER=1 OBC_STEP_COUNT=1 OBC_NAME=train OBC_RUN_DIR='{tmp_path}' OBC_ATTEMPT=1
 for OBC_STATUS in 7 1 137 75 75; do
   OBC_ANSWER=no
   ! obc_retry 2>/dev/null || OBC_ANSWER=yes

@@ -1,6 +1,7 @@
 """A job that requeues itself on the real Slurm cluster: at the time limit (its signal, as
 `scancel --batch --signal` sends it) up to slurm.max_restarts times, then exit 5; and to
-retry a step that failed with a listed exit code. Requeued, it skips what it finished."""
+retry a step that failed with a listed exit code, telling notify's command. Requeued, it skips
+what it finished."""
 
 from __future__ import annotations
 
@@ -63,6 +64,9 @@ steps:
   - {name: flaky, run: [sh, -c, 'record flaky; [ -e tried ] || { : > tried; exit 75; }']}
 retry: {on_exit_codes: [75], max: 1}
 slurm: {time: 10}
+notify:
+  on: [requeued, done]
+  command: [sh, -c, 'cat > "$OBC_RUN_DIR/$OBC_EVENT.$OBC_ATTEMPT.json"']
 """)
     # (Not before it has started: a job still pending at first would look requeued.)
     tried = sandbox.home / "overbrainer/runs/retried/tried"
@@ -73,3 +77,9 @@ slurm: {time: 10}
     assert (job.state, job.exit_code, job.fields["Restarts"]) == ("COMPLETED", 0, "1"), log
     assert "obc: step flaky exited with 75: requeued (restart 1 of 1)" in log
     assert [r["argv"] for r in sandbox.records()] == [["first"], ["flaky"], ["flaky"]]
+    # notify's command heard both attempts' ends (docs/notify.md), with Slurm's job id.
+    run_dir = sandbox.home / "overbrainer/runs/retried"
+    requeued = json.loads((run_dir / "requeued.1.json").read_text())
+    assert (requeued["step"], requeued["slurm_job_id"], requeued["exit_code"]) == \
+        ("flaky", job_id, None)
+    assert json.loads((run_dir / "done.2.json").read_text())["exit_code"] == 0

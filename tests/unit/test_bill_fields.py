@@ -86,6 +86,7 @@ env: {A: "1"}
 secrets: [A_TOKEN, {name: B, required: false}]
 retry: {on_exit_codes: [75], max: 2}
 health: {timeout: 60, on_failure: requeue}
+notify: {on: [started, done], command: [notify-send, obc]}
 slurm:
   partition: gpu
   account: acct

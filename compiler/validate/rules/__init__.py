@@ -15,6 +15,7 @@ from . import (
     health,
     images,
     names,
+    notify,
     paths,
     runtime,
     slurm,
@@ -44,3 +45,4 @@ def check(data: Any) -> Iterator[Problem]:
     yield from system_limits.check(data)
     yield from torchrun.check(data)
     yield from health.check(data, kind)
+    yield from notify.check(data)

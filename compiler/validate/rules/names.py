@@ -115,10 +115,10 @@ def _credentials(data: dict) -> Iterator[Problem]:
     for name, value in env.items() if isinstance(env, dict) else ():
         if isinstance(value, dict):
             continue  # {value: ..., secret: false}: the run file says it is not a secret
-        by_name = _looks_like_credential(name)
+        by_name = looks_like_credential(name)
         if by_name:
             why = f"{show(name)} looks like the name of a credential"
-        elif isinstance(value, str) and _CREDENTIAL_VALUE.search(value):
+        elif isinstance(value, str) and credential_value(value):
             why = "this value looks like an access token"
         else:
             continue
@@ -128,7 +128,12 @@ def _credentials(data: dict) -> Iterator[Problem]:
                       at_key=by_name)
 
 
-def _looks_like_credential(name: str) -> bool:
+def credential_value(value: str) -> bool:
+    """Whether `value` holds what looks like an access token, whatever its name."""
+    return bool(_CREDENTIAL_VALUE.search(value))
+
+
+def looks_like_credential(name: str) -> bool:
     upper = name.upper()
     return bool(_CREDENTIAL_WORDS & set(upper.split("_"))) or upper.endswith(
         _CREDENTIAL_SUFFIXES)

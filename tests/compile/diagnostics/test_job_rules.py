@@ -141,6 +141,19 @@ BAD = [
          "trainer: {axolotl: {config: {}, args: [--launcher, accelerate]}}\n"
          "slurm: {nodes: 2, gpus_per_node: 1}\n", 4, 40, "trainer.axolotl.args[0]",
          "obc gives --launcher itself"),
+    # A URL that holds a token would be in the committed script: it is a secret, by name.
+    *[case(f"notify-url-{name}", BASE + f"notify: {{on: [done], url: '{url}'}}\n", 5, 27,
+           "notify.url", why, "it would be written into the script", "url: {secret: NAME}")
+      for name, url, why in [
+          ("userinfo", "https://bot:pw@chat.example.com/hook", "holds a user or password"),
+          ("token-query", "https://chat.example.com/hook?token=abc",
+           "query parameter 'token', which looks like a credential"),
+          ("token-path", "https://hooks.slack.com/services/T0001/B0001/XyZ12aBc34dEf56gHi78jKl9",
+           "has a path that looks like it holds a token")]],
+    case("notify-command-and-url", BASE + "notify: {on: [done], command: [x], url: 'http://h/'}\n",
+         5, 9, "notify", "either command or url"),
+    case("notify-url-secret-reserved", BASE + "notify: {on: [done], url: {secret: OBC_URL}}\n",
+         5, 36, "notify.url.secret", "cannot hold notify's URL"),
 ]
 
 
@@ -170,6 +183,10 @@ GOOD = [
     # The allow-list, with each arity: a flag, a value, an optional value given or not.
     BASE + "slurm: {extra: [--hold, --mail-type=END, --no-kill, --no-kill=off]}\n",
     "version: 1\nid: r\nruntime: {kind: docker, extra_args: [--network=none]}\n" + STEPS,
+    # A plain URL without credentials, and one read from a secret.
+    BASE + "notify: {on: [done, gave_up], url: 'https://ci.example.com/hook?channel=ml-1'}\n",
+    BASE + "notify: {on: [step_failed], url: {secret: SLACK_WEBHOOK}}\n",
+    BASE + "notify: {on: [started], command: [notify-send, obc]}\n",
 ]
 
 
