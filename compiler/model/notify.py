@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 Event = Literal["started", "step_failed", "requeued", "done", "gave_up"]
-# Every event, in the order a job meets them (the schema's enum, README's table).
+# Every event, in the order a job meets them (the schema's enum, docs/notify.md's table).
 EVENTS: tuple[Event, ...] = ("started", "step_failed", "requeued", "done", "gave_up")
 
 

@@ -1,5 +1,5 @@
 # --- obc's library: checkpoints --------------------------------------------------------
-# The trainer's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir
+# The trainer's checkpoints (docs/resume.md): $OBC_CHECKPOINTS is output_dir
 # on this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
 
 # The inputs of the checkpoint train resumed from, and the folder this attempt sets aside in.

@@ -1,5 +1,5 @@
 # --- obc's library: finished -----------------------------------------------------------
-# Steps finish once per inputs (README, "Run records"): `.obc/done/STEP` names the inputs the
+# Steps finish once per inputs (docs/resume.md, "Run records"): `.obc/done/STEP` names the inputs the
 # step last finished for (obc_step_inputs, the job's), and a run starts at the first step
 # that has not finished for the current ones.
 

@@ -1,5 +1,5 @@
 # --- obc's library: launcher -----------------------------------------------------------
-# trainer.torchrun (README, "Your own script under torchrun"): the user's script under its
+# trainer.torchrun (docs/trainers.md): the user's script under its
 # launcher (OBC_LAUNCHER: torchrun or accelerate) in the step OBC_LAUNCHER_STEP. The launcher
 # passes a stop signal on to the script's ranks, which save a checkpoint themselves; on
 # several Slurm nodes the step's launch takes the rendezvous of obc_rendezvous.

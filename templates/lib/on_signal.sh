@@ -1,5 +1,5 @@
 # --- obc's library: on_signal ----------------------------------------------------------
-# checkpoint.on_signal (README, "Preemption and resume"): a job told to stop during training
+# checkpoint.on_signal (docs/resume.md): a job told to stop during training
 # first asks Axolotl for a checkpoint.
 
 # True while the step's program runs: its process is there, and not a zombie (which it is

@@ -1,5 +1,5 @@
 # --- obc's library: records ------------------------------------------------------------
-# Run records (README, "Run records"): each run of the job in a run dir is an attempt; its
+# Run records (docs/resume.md, "Run records"): each run of the job in a run dir is an attempt; its
 # state goes to .obc/status.json and each step's output to .obc/logs/STEP.ATTEMPT.log too.
 
 obc_now() {

@@ -1,6 +1,5 @@
 # --- obc's library: requeue ------------------------------------------------------------
-# A Slurm job that requeues itself (slurm.max_restarts, or retry under Slurm: README,
-# "Preemption and resume").
+# A Slurm job that requeues itself (slurm.max_restarts, or retry under Slurm; docs/resume.md).
 
 # obc_requeue MAX REASON [NODE]: unless the job has been restarted MAX times already, asks
 # Slurm to run it again from the top (in an array, this task alone), on other nodes than

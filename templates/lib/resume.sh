@@ -1,6 +1,6 @@
 # --- obc's library: resume -------------------------------------------------------------
 # The trainer's resume (the run file's field OBC_RESUME_FIELD, e.g. trainer.axolotl.resume)
-# is same-inputs or any (OBC_RESUME; README, "Preemption and resume"): train resumes from a
+# is same-inputs or any (OBC_RESUME; docs/resume.md): train resumes from a
 # whole checkpoint, which it finds in output_dir (OBC_TRAINER_OUTPUT_DIR, as the trainer sees
 # it).
 

@@ -1,5 +1,5 @@
 # --- obc's library: rundir -------------------------------------------------------------
-# The run dir (README, "Security"): everything the job writes goes there, through folders
+# The run dir (docs/security.md): everything the job writes goes there, through folders
 # no other user can change, and one run at a time.
 
 # True when $1 is a folder of the user's own (with $2 = 0: or of root's) that no other user

@@ -1,5 +1,5 @@
 # --- obc's library: slurm --------------------------------------------------------------
-# Steps on every node of a Slurm job (OBC_NODE_STEPS; README, "Running on Slurm"). Outside
+# Steps on every node of a Slurm job (OBC_NODE_STEPS; docs/slurm.md). Outside
 # Slurm (SLURM_JOB_ID unset) none of this changes what the script does.
 
 # The rendezvous of a job on several nodes, for every step: the first node of the

@@ -1,6 +1,6 @@
 """A syrupy extension whose snapshots are the committed out/: the files the examples compile
 to are compared with out/'s, byte for byte, and `pytest --snapshot-update` rewrites out/
-(README, "Tests"). There is no second copy of out/ under __snapshots__.
+(docs/tests.md). There is no second copy of out/ under __snapshots__.
 
 A snapshot is named by its path under out/: `assert output == out_snapshot(name=path)`.
 """
