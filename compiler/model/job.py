@@ -123,6 +123,14 @@ class Health:
     requeue: bool
 
 
+def expected_gpus(slurm: Slurm | None, gpus: Gpus) -> int:
+    """The GPUs health expects on each node of a job (or stage): Slurm's per node, else those
+    runtime.gpus names (all: at least one; none: no check)."""
+    if slurm is not None and slurm.gpus_per_node:
+        return slurm.gpus_per_node
+    return {"all": 1, "none": 0}[gpus] if isinstance(gpus, str) else len(gpus)
+
+
 class SweepChange(NamedTuple):
     """What a sweep's patches did to one field, as the header shows it: its value in the run
     file (`(unset)`) and in this run (`(deleted)`)."""
@@ -457,6 +465,8 @@ def stage_id(job: str, stage: str) -> str:
 def stage_job(job: Job, stage: Stage) -> Job:
     """The job of one stage of `job` (Job.stages): its steps and resources, in the job's run
     dir; OUT/<job>-<stage>/job.sh is its script."""
+    health = job.health and dataclasses.replace(
+        job.health, gpus=expected_gpus(stage.slurm, stage.gpus))
     return dataclasses.replace(
         job, id=stage_id(job.id, stage.name), steps=stage.steps, slurm=stage.slurm,
-        gpus=stage.gpus, stage=StageOf(job.id, stage.name))
+        gpus=stage.gpus, health=health, stage=StageOf(job.id, stage.name))

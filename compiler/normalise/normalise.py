@@ -39,6 +39,7 @@ from ..model.job import (
     Secret,
     Step,
     SweepRun,
+    expected_gpus,
 )
 from ..model.notify import EVENTS, Notify
 from ..model.runtimes import (
@@ -46,6 +47,7 @@ from ..model.runtimes import (
     Apptainer,
     Container,
     Enroot,
+    Gpus,
     Native,
     mounts_of,
 )
@@ -157,17 +159,11 @@ def _notify(notify: dict[str, Any] | None) -> Notify | None:
     return Notify(events, tuple(notify.get("command", ())), url)
 
 
-def _health(health: dict[str, Any] | None, slurm: Slurm | None,
-            gpus: str | tuple[str, ...]) -> Health | None:
-    """The health check, expecting the GPUs the job asked for: Slurm's per node, else those
-    runtime.gpus names (all: at least one; none: no check)."""
+def _health(health: dict[str, Any] | None, slurm: Slurm | None, gpus: Gpus) -> Health | None:
+    """The health check, expecting the GPUs the job asked for."""
     if health is None:
         return None
-    if slurm is not None and slurm.gpus_per_node:
-        expected = slurm.gpus_per_node
-    else:
-        expected = {"all": 1, "none": 0}[gpus] if isinstance(gpus, str) else len(gpus)
-    return Health(expected, health.get("timeout", DEFAULT_HEALTH_TIMEOUT),
+    return Health(expected_gpus(slurm, gpus), health.get("timeout", DEFAULT_HEALTH_TIMEOUT),
                   health.get("on_failure", DEFAULT_HEALTH_ON_FAILURE) == "requeue")
 
 

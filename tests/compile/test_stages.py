@@ -200,3 +200,15 @@ def test_each_stage_rule_is_reported_once_at_the_exact_place(bad, command, tmp_p
                                                              monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert_reported_once(bad, command, tmp_path)
+
+
+def test_each_stages_health_check_expects_the_stages_own_gpus(obc, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.yaml").write_text(PIPELINE + "health: {}\n")
+    assert obc("compile", "run.yaml", "-o", "out").code == 0
+    expected = {stage: re.search(r"^OBC_HEALTH_TIMEOUT=\d+ OBC_HEALTH_GPUS=(\d+)",
+                                 (tmp_path / f"out/pipe-{stage}/job.sh").read_text(),
+                                 re.MULTILINE).group(1)
+                for stage in STAGES}
+    # preprocess asks for no GPU: its node checks none (an all-reduce still).
+    assert expected == {"preprocess": "0", "train": "8", "eval": "1"}
