@@ -12,7 +12,7 @@
 #SBATCH --signal=B:TERM@120
 #SBATCH --requeue
 #SBATCH --open-mode=append
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:def765315f5ee39bc8794be7280ba70b068bd98e5801bbb83efeb0b12cf4e11d, rundir sha256:b14f58371f2bc43cd9294508fd2ac8d81a74428fd13c6a4c952a5bd7b049e939, records sha256:87b33a0647755bf080213cb6b23d3a44c625ea67620e76fa020bab15419333a6, finished sha256:724fc7f1607fa3ad3ec6c2134dc2c450a76be1386fe29440a8f6b8772c2fff3c, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:53db48f6e11137d39ab6cdbc7873518de179dd315c498a3fa7cc919729f76815, resume sha256:d9d6b9d71e7f33f3dc82bcc8af22ed0c83a36d297b568d85c263ba6671472dac, on_signal sha256:2bb464a5c720aa245710cf2bd26e6d67dfe30fce79f4ce5dbb6ebb4a36d9a676, container sha256:45e50b697e8f6679e3914331efa50ac1bd366371e851d554252cd1b67ef3f58b
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f7ccb088fb6e7605e02a7db7d399639518d67c6bbac2ac3c485a6c774d7e0241, container sha256:45e50b697e8f6679e3914331efa50ac1bd366371e851d554252cd1b67ef3f58b
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -61,7 +61,7 @@ OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 O
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
 OBC_CHECKPOINT_TRIGGER=axolotl_checkpoint.save OBC_GIVE_GRACE='' OBC_CHECKPOINT_GRACE=45
 OBC_HOME_IN_RUN_DIR=1
-OBC_RETRY_MAX='' OBC_TIME_LIMIT_SIGNAL='' OBC_NODE_STEPS=''
+OBC_RETRY_MAX='' OBC_NOTIFY_ON='' OBC_TIME_LIMIT_SIGNAL='' OBC_NODE_STEPS='' OBC_HEALTH_TIMEOUT=''
 
 # obc_step_command RUNNER PROGRAM [ARG...]: hands RUNNER a step's command (see the part container).
 obc_step_command() {
@@ -330,7 +330,7 @@ umask u=rwx
 OBC_RUN_DIR='' OBC_CACHE_DIR='' OBC_DRY_RUN='' OBC_FROM='' OBC_ONLY='' OBC_CHILD=''
 OBC_STARTING='' OBC_LOCKED='' OBC_TMP='' OBC_FAILED='' OBC_ATTEMPT='' OBC_NAME=''
 OBC_TEE_OUT='' OBC_LOG='' OBC_RESUMED_FROM='' OBC_FRESH='' OBC_SKIPPED=''
-OBC_RESUME_FROM='' OBC_SHOW_STATUS='' OBC_NODE_TASK='' OBC_RECORDS_ID=''
+OBC_RESUME_FROM='' OBC_SHOW_STATUS='' OBC_NODE_TASK='' OBC_RECORDS_ID='' OBC_NODE_HEALTH=''
 OBC_STEP_COUNT=0
 for OBC_WORD in $OBC_STEPS; do OBC_STEP_COUNT=$((OBC_STEP_COUNT + 1)); done
 
@@ -424,8 +424,10 @@ obc_step() {
   fi
   OBC_BEGAN=$(date +%s)
   while :; do
+    [ -z "$OBC_RETRY_MAX" ] || obc_mark_try
     obc_run_step "$@"
     [ "$OBC_STATUS" -ne 0 ] || break
+    [ -z "$OBC_NOTIFY_ON" ] || obc_notify step_failed "$OBC_STATUS"
     { [ -n "$OBC_RETRY_MAX" ] && obc_retry; } ||
       obc_fail "step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME failed with exit code $OBC_STATUS" \
         "$OBC_STATUS"
@@ -506,6 +508,7 @@ obc_main() {
           --node-task) OBC_NODE_TASK=$2 ;;
         esac
         shift ;;
+      --node-health) OBC_NODE_HEALTH=1 ;;
       --) obc_runs_node_tasks || obc_usage "unknown option: $1"; shift; break ;;
       *) obc_usage "unknown option: $1" ;;
     esac
@@ -513,6 +516,9 @@ obc_main() {
   done
   [ -z "$OBC_FROM" ] || [ -z "$OBC_ONLY" ] || obc_usage "give --from or --only, not both"
   [ -z "$OBC_FRESH" ] || [ -z "$OBC_RESUME_FROM" ] || obc_usage "give --fresh or --resume-from, not both"
+  # A node's health check (obc_health), which srun starts as a node's task.
+  [ -z "$OBC_NODE_HEALTH" ] || { [ -n "$OBC_NODE_TASK" ] && [ -n "$OBC_HEALTH_TIMEOUT" ]; } ||
+    obc_usage "unknown option: --node-health"
 
   for OBC_WORD in $OBC_SIGNALS; do
     # shellcheck disable=SC2064 # the signal's name and number, as they are now
@@ -550,6 +556,7 @@ obc_main() {
   obc_files
   obc_prepare_runtime
   [ -z "$OBC_NODE_STEPS" ] || obc_rendezvous
+  [ -z "$OBC_HEALTH_TIMEOUT" ] || obc_health
 
   obc_steps
   OBC_NAME=
@@ -563,7 +570,7 @@ obc_main() {
 }
 
 # --- obc's library: rundir -------------------------------------------------------------
-# The run dir (README, "Security"): everything the job writes goes there, through folders
+# The run dir (docs/security.md): everything the job writes goes there, through folders
 # no other user can change, and one run at a time.
 
 # True when $1 is a folder of the user's own (with $2 = 0: or of root's) that no other user
@@ -757,7 +764,7 @@ obc_check_records_folder() {
 }
 
 # --- obc's library: records ------------------------------------------------------------
-# Run records (README, "Run records"): each run of the job in a run dir is an attempt; its
+# Run records (docs/resume.md, "Run records"): each run of the job in a run dir is an attempt; its
 # state goes to .obc/status.json and each step's output to .obc/logs/STEP.ATTEMPT.log too.
 
 obc_now() {
@@ -780,9 +787,11 @@ obc_begin_attempt() {
     obc_fail "cannot record the attempt in $OBC_RUN_DIR/.obc"
   fi
   obc_status running
+  [ -z "$OBC_NOTIFY_ON" ] || obc_notify started
 }
 
-# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json.
+# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json, and tells
+# notify's command or URL of the job's end (part notify; requeued, obc_requeue tells).
 obc_status() {
   [ -n "$OBC_ATTEMPT" ] || return 0
   OBC_ENDED_AT=
@@ -798,6 +807,10 @@ obc_status() {
     printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
     obc_say "cannot record the status in $OBC_RUN_DIR/.obc"
+  [ -z "$OBC_NOTIFY_ON" ] || case $1 in
+    failed) obc_notify gave_up "${2:-1}" ;;
+    succeeded) obc_notify 'done' 0 ;;
+  esac
 }
 
 # obc_save_record NAME LINE: replaces the record .obc/NAME with LINE, whole or not at all
@@ -902,9 +915,9 @@ obc_close_log() {
 }
 
 # --- obc's library: finished -----------------------------------------------------------
-# Steps finish once per inputs (README, "Run records"): `.obc/done/STEP` names the inputs the
-# step last finished for (obc_step_inputs, the job's), and a run starts at the first step
-# that has not finished for the current ones.
+# Steps finish once per inputs (docs/resume.md, "Run records"): each `.obc/done/STEP`
+# names the inputs the step last finished for (obc_step_inputs, the job's), and a run starts
+# at the first step that has not finished for the current ones.
 
 # True when step $1 finished before, for these inputs.
 obc_finished() {
@@ -983,7 +996,7 @@ obc_make_folder() {
 }
 
 # --- obc's library: checkpoints --------------------------------------------------------
-# The trainer's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir
+# The trainer's checkpoints (docs/resume.md): $OBC_CHECKPOINTS is output_dir
 # on this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
 
 # The inputs of the checkpoint train resumed from, and the folder this attempt sets aside in.
@@ -1081,7 +1094,7 @@ obc_runs() {
 
 # --- obc's library: resume -------------------------------------------------------------
 # The trainer's resume (the run file's field OBC_RESUME_FIELD, e.g. trainer.axolotl.resume)
-# is same-inputs or any (OBC_RESUME; README, "Preemption and resume"): train resumes from a
+# is same-inputs or any (OBC_RESUME; docs/resume.md): train resumes from a
 # whole checkpoint, which it finds in output_dir (OBC_TRAINER_OUTPUT_DIR, as the trainer sees
 # it).
 
@@ -1188,7 +1201,7 @@ obc_resume() {
 }
 
 # --- obc's library: on_signal ----------------------------------------------------------
-# checkpoint.on_signal (README, "Preemption and resume"): a job told to stop during training
+# checkpoint.on_signal (docs/resume.md): a job told to stop during training
 # first asks Axolotl for a checkpoint.
 
 # True while the step's program runs: its process is there, and not a zombie (which it is
@@ -1311,4 +1324,4 @@ obc_node_prepare() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"lr-sweep-1e-4-2","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","description":"Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.","runtime":{"type":"container","engine":"docker","image":"axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","shm_size":"16g","mounts":[],"extra_args":[],"user":"invoker","host_network":false},"gpus":"all","run_dir":"~/overbrainer/runs/lr-sweep-1e-4-2","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"train":{"argv":["axolotl","train","axolotl.yaml","--wandb-project","llama3-qlora"],"nodes":"all"}},"files":{"axolotl.yaml":{"content":{"sha256":"3c3c865e77cb46f671fb44c7c37d8a2a38402a5e84ee797b18f513bdd760f95d"},"origin":"configs/llama3-qlora.yaml, patched","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow","WANDB_RUN_GROUP":"lr-sweep"},"secrets":{"HF_TOKEN":{"required":true},"WANDB_API_KEY":{"required":false}},"stop_timeout":60,"slurm":{"job_name":"lr-sweep-1e-4-2","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":1,"gpus_per_node":1,"cpus_per_task":8,"partition":"gpu","account":null,"qos":null,"time":"04:00:00","mem":"64G","constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":"train","torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","trainer_title":"Axolotl","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume","prepared_dir":"prepared"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":null,"inputs":"sha256:e47f7fdb0d256fa576ab127109e47fbdec0d81a84328c3d1bcced2d8443c15be","sweep":{"sweep":"lr-sweep","labels":{"lr":"1e-4","seed":"2"},"name":null,"changes":{"trainer.axolotl.config.learning_rate":{"old":"0.0002","new":"0.0001"},"trainer.axolotl.config.seed":{"old":"(unset)","new":"2"}},"config_file":"configs/llama3-qlora.yaml"},"launcher":null}
+# {"id":"lr-sweep-1e-4-2","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","description":"Learning rate and seed of the QLoRA fine-tune, as one Slurm job array.","runtime":{"type":"container","engine":"docker","image":"axolotlai/axolotl:0.19.0-py3.12-cu130-2.12.1@sha256:9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","shm_size":"16g","mounts":[],"extra_args":[],"user":"invoker","host_network":false},"gpus":"all","run_dir":"~/overbrainer/runs/lr-sweep-1e-4-2","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"train":{"argv":["axolotl","train","axolotl.yaml","--wandb-project","llama3-qlora"],"nodes":"all"}},"files":{"axolotl.yaml":{"content":{"sha256":"3c3c865e77cb46f671fb44c7c37d8a2a38402a5e84ee797b18f513bdd760f95d"},"origin":"configs/llama3-qlora.yaml, patched","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow","WANDB_RUN_GROUP":"lr-sweep"},"secrets":{"HF_TOKEN":{"required":true},"WANDB_API_KEY":{"required":false}},"stop_timeout":60,"slurm":{"job_name":"lr-sweep-1e-4-2","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":1,"gpus_per_node":1,"cpus_per_task":8,"partition":"gpu","account":null,"qos":null,"time":"04:00:00","mem":"64G","constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":"train","torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","trainer_title":"Axolotl","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume","prepared_dir":"prepared"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":null,"inputs":"sha256:e47f7fdb0d256fa576ab127109e47fbdec0d81a84328c3d1bcced2d8443c15be","sweep":{"sweep":"lr-sweep","labels":{"lr":"1e-4","seed":"2"},"name":null,"changes":{"trainer.axolotl.config.learning_rate":{"old":"0.0002","new":"0.0001"},"trainer.axolotl.config.seed":{"old":"(unset)","new":"2"}},"config_file":"configs/llama3-qlora.yaml"},"launcher":null,"health":null,"stages":[],"stage":null,"notify":null}

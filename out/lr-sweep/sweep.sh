@@ -116,12 +116,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=49bf157c0de75e72d14e3513d8c55dedcff5bed5d0db7d6da0c25f74bf5cc631 ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=e09816d01a312ca0180be394b72d985638772a0db14f051ba402390ec42306f5 ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=d9db17542fd1ade428f4b71b4de715ac0b27aadea3824529cbd998307dfd8fd2 ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=821457ec69a3c92fa3a82f1615acfabf7dc8be0a0bf532d7bca8e733d91ab0e6 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=d326c4445ec5e9fd4c4adf6f21a433680cff6b113c64ad4ea8aa84ad69f71abd ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=bb3597abe7915bc536882e107610bf1308b2f592ccbe62dabbc2d4b283587a61 ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=49404e2ab1b2b4095b0980f2329001571043de47c3ce582f9248d409817a0b6c ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=dcead19acea8b7423366e598befd54046128396be51a6e552c0f81c40d1d102e ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=d9bf0afe901279dcedb419d3842febba03199d7ba090a6747ef66a1de57d4157 ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=c2418a778fa98a85cd0a29ff47d2af313cfd7fc575b20e25c46f9362722f4937 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=b5877ba26ff91252c2bf0dddacaddf58617fbd5622f2a0140787f57378ade532 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=3a989a5ce78bea642b4376539afca9360df37b07a2a9935a51e5d36ad5fededb ;;
     *) return 1 ;;
   esac
 }
@@ -474,4 +474,4 @@ esac
 exit 0
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"49bf157c0de75e72d14e3513d8c55dedcff5bed5d0db7d6da0c25f74bf5cc631"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"e09816d01a312ca0180be394b72d985638772a0db14f051ba402390ec42306f5"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"d9db17542fd1ade428f4b71b4de715ac0b27aadea3824529cbd998307dfd8fd2"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"821457ec69a3c92fa3a82f1615acfabf7dc8be0a0bf532d7bca8e733d91ab0e6"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"d326c4445ec5e9fd4c4adf6f21a433680cff6b113c64ad4ea8aa84ad69f71abd"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"bb3597abe7915bc536882e107610bf1308b2f592ccbe62dabbc2d4b283587a61"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}
+# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"49404e2ab1b2b4095b0980f2329001571043de47c3ce582f9248d409817a0b6c"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"dcead19acea8b7423366e598befd54046128396be51a6e552c0f81c40d1d102e"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"d9bf0afe901279dcedb419d3842febba03199d7ba090a6747ef66a1de57d4157"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"c2418a778fa98a85cd0a29ff47d2af313cfd7fc575b20e25c46f9362722f4937"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"b5877ba26ff91252c2bf0dddacaddf58617fbd5622f2a0140787f57378ade532"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"3a989a5ce78bea642b4376539afca9360df37b07a2a9935a51e5d36ad5fededb"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}

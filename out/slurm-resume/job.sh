@@ -10,7 +10,7 @@
 #SBATCH --signal=B:USR1@300
 #SBATCH --requeue
 #SBATCH --open-mode=append
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:def765315f5ee39bc8794be7280ba70b068bd98e5801bbb83efeb0b12cf4e11d, rundir sha256:b14f58371f2bc43cd9294508fd2ac8d81a74428fd13c6a4c952a5bd7b049e939, records sha256:87b33a0647755bf080213cb6b23d3a44c625ea67620e76fa020bab15419333a6, finished sha256:724fc7f1607fa3ad3ec6c2134dc2c450a76be1386fe29440a8f6b8772c2fff3c, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:53db48f6e11137d39ab6cdbc7873518de179dd315c498a3fa7cc919729f76815, resume sha256:d9d6b9d71e7f33f3dc82bcc8af22ed0c83a36d297b568d85c263ba6671472dac, on_signal sha256:2bb464a5c720aa245710cf2bd26e6d67dfe30fce79f4ce5dbb6ebb4a36d9a676, retry sha256:aa5e3f5ed07239f6ba6ef1034d9815f732a3a8ff247ae94ed60885e413051142, requeue sha256:4fe1ff5e05f1267d0db8652ab2815afb68e4941867935b117944942287256e7b, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f7ccb088fb6e7605e02a7db7d399639518d67c6bbac2ac3c485a6c774d7e0241, retry sha256:8a3450d3c4c03469a1ebebddaef2fef8f11d71d017c417950a2885431d59f633, requeue sha256:c64d7fc3253a328cf8d09cfc6110c692bcdb7b67c7192f5da3c259f5c0f2a75c, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -40,7 +40,7 @@ obc_help() {
 # stop        during train: a checkpoint first, waited for up to 240 s
 #             TERM, then KILL after 30 s
 #             at the time limit (USR1): requeued, up to 5 times
-# retry       exit codes 134: up to 2 times, by requeueing
+# retry       a lost node, a network error or preemption and exit codes 134 (never out of memory or a config error; docs/retry.md): up to 2 times, by requeueing
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
 #             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
@@ -58,9 +58,17 @@ OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 O
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
 OBC_CHECKPOINT_TRIGGER=axolotl_checkpoint.save OBC_GIVE_GRACE='' OBC_CHECKPOINT_GRACE=240
 OBC_RETRY_MAX=2 OBC_RETRY_EXIT_CODES=134 OBC_RETRY_REQUEUES=1
+OBC_CAUSES='stop||out of memory|OutOfMemoryError|CUDA out of memory|CUDA error: out of memory
+stop|137|killed by the OOM killer|oom[-_ ]kill|Out of memory: Kill|Memory cgroup out of memory
+stop||a config error|^(\[rank[0-9]*\]: )?([A-Za-z_.]*\.)?(ValueError|KeyError|ValidationError|YAMLError|ScannerError|ParserError|ConfigError)(:|$)
+retry||preempted|DUE TO PREEMPTION
+retry||a lost node|DUE TO NODE FAIL|Node failure on|NODE_FAIL|Connection to node .* lost
+retry||a GPU fault|uncorrectable ECC error|GPU is lost|fallen off the bus|Xid [0-9]
+retry||a network or NCCL error|ncclSystemError|ncclRemoteError|ncclInternalError|NCCL error|Watchdog caught collective operation timeout|DistNetworkError|RendezvousConnectionError|RendezvousTimeoutError|Connection reset by peer
+retry|143|stopped by TERM from outside the job (a node shutting down, preemption)|'
 OBC_TIME_LIMIT_SIGNAL=USR1 OBC_MAX_RESTARTS=5
 OBC_TERM_GROUP=1
-OBC_NODE_STEPS=''
+OBC_NOTIFY_ON='' OBC_NODE_STEPS='' OBC_HEALTH_TIMEOUT=''
 
 # obc_step_command RUNNER PROGRAM [ARG...]: hands RUNNER the whole command of a step: the
 # program under env(1), which gives it the job's environment and leaves the script's alone.
@@ -327,7 +335,7 @@ umask u=rwx
 OBC_RUN_DIR='' OBC_CACHE_DIR='' OBC_DRY_RUN='' OBC_FROM='' OBC_ONLY='' OBC_CHILD=''
 OBC_STARTING='' OBC_LOCKED='' OBC_TMP='' OBC_FAILED='' OBC_ATTEMPT='' OBC_NAME=''
 OBC_TEE_OUT='' OBC_LOG='' OBC_RESUMED_FROM='' OBC_FRESH='' OBC_SKIPPED=''
-OBC_RESUME_FROM='' OBC_SHOW_STATUS='' OBC_NODE_TASK='' OBC_RECORDS_ID=''
+OBC_RESUME_FROM='' OBC_SHOW_STATUS='' OBC_NODE_TASK='' OBC_RECORDS_ID='' OBC_NODE_HEALTH=''
 OBC_STEP_COUNT=0
 for OBC_WORD in $OBC_STEPS; do OBC_STEP_COUNT=$((OBC_STEP_COUNT + 1)); done
 
@@ -421,8 +429,10 @@ obc_step() {
   fi
   OBC_BEGAN=$(date +%s)
   while :; do
+    [ -z "$OBC_RETRY_MAX" ] || obc_mark_try
     obc_run_step "$@"
     [ "$OBC_STATUS" -ne 0 ] || break
+    [ -z "$OBC_NOTIFY_ON" ] || obc_notify step_failed "$OBC_STATUS"
     { [ -n "$OBC_RETRY_MAX" ] && obc_retry; } ||
       obc_fail "step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME failed with exit code $OBC_STATUS" \
         "$OBC_STATUS"
@@ -503,6 +513,7 @@ obc_main() {
           --node-task) OBC_NODE_TASK=$2 ;;
         esac
         shift ;;
+      --node-health) OBC_NODE_HEALTH=1 ;;
       --) obc_runs_node_tasks || obc_usage "unknown option: $1"; shift; break ;;
       *) obc_usage "unknown option: $1" ;;
     esac
@@ -510,6 +521,9 @@ obc_main() {
   done
   [ -z "$OBC_FROM" ] || [ -z "$OBC_ONLY" ] || obc_usage "give --from or --only, not both"
   [ -z "$OBC_FRESH" ] || [ -z "$OBC_RESUME_FROM" ] || obc_usage "give --fresh or --resume-from, not both"
+  # A node's health check (obc_health), which srun starts as a node's task.
+  [ -z "$OBC_NODE_HEALTH" ] || { [ -n "$OBC_NODE_TASK" ] && [ -n "$OBC_HEALTH_TIMEOUT" ]; } ||
+    obc_usage "unknown option: --node-health"
 
   for OBC_WORD in $OBC_SIGNALS; do
     # shellcheck disable=SC2064 # the signal's name and number, as they are now
@@ -547,6 +561,7 @@ obc_main() {
   obc_files
   obc_prepare_runtime
   [ -z "$OBC_NODE_STEPS" ] || obc_rendezvous
+  [ -z "$OBC_HEALTH_TIMEOUT" ] || obc_health
 
   obc_steps
   OBC_NAME=
@@ -560,7 +575,7 @@ obc_main() {
 }
 
 # --- obc's library: rundir -------------------------------------------------------------
-# The run dir (README, "Security"): everything the job writes goes there, through folders
+# The run dir (docs/security.md): everything the job writes goes there, through folders
 # no other user can change, and one run at a time.
 
 # True when $1 is a folder of the user's own (with $2 = 0: or of root's) that no other user
@@ -754,7 +769,7 @@ obc_check_records_folder() {
 }
 
 # --- obc's library: records ------------------------------------------------------------
-# Run records (README, "Run records"): each run of the job in a run dir is an attempt; its
+# Run records (docs/resume.md, "Run records"): each run of the job in a run dir is an attempt; its
 # state goes to .obc/status.json and each step's output to .obc/logs/STEP.ATTEMPT.log too.
 
 obc_now() {
@@ -777,9 +792,11 @@ obc_begin_attempt() {
     obc_fail "cannot record the attempt in $OBC_RUN_DIR/.obc"
   fi
   obc_status running
+  [ -z "$OBC_NOTIFY_ON" ] || obc_notify started
 }
 
-# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json.
+# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json, and tells
+# notify's command or URL of the job's end (part notify; requeued, obc_requeue tells).
 obc_status() {
   [ -n "$OBC_ATTEMPT" ] || return 0
   OBC_ENDED_AT=
@@ -795,6 +812,10 @@ obc_status() {
     printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
     obc_say "cannot record the status in $OBC_RUN_DIR/.obc"
+  [ -z "$OBC_NOTIFY_ON" ] || case $1 in
+    failed) obc_notify gave_up "${2:-1}" ;;
+    succeeded) obc_notify 'done' 0 ;;
+  esac
 }
 
 # obc_save_record NAME LINE: replaces the record .obc/NAME with LINE, whole or not at all
@@ -899,9 +920,9 @@ obc_close_log() {
 }
 
 # --- obc's library: finished -----------------------------------------------------------
-# Steps finish once per inputs (README, "Run records"): `.obc/done/STEP` names the inputs the
-# step last finished for (obc_step_inputs, the job's), and a run starts at the first step
-# that has not finished for the current ones.
+# Steps finish once per inputs (docs/resume.md, "Run records"): each `.obc/done/STEP`
+# names the inputs the step last finished for (obc_step_inputs, the job's), and a run starts
+# at the first step that has not finished for the current ones.
 
 # True when step $1 finished before, for these inputs.
 obc_finished() {
@@ -980,7 +1001,7 @@ obc_make_folder() {
 }
 
 # --- obc's library: checkpoints --------------------------------------------------------
-# The trainer's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir
+# The trainer's checkpoints (docs/resume.md): $OBC_CHECKPOINTS is output_dir
 # on this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
 
 # The inputs of the checkpoint train resumed from, and the folder this attempt sets aside in.
@@ -1078,7 +1099,7 @@ obc_runs() {
 
 # --- obc's library: resume -------------------------------------------------------------
 # The trainer's resume (the run file's field OBC_RESUME_FIELD, e.g. trainer.axolotl.resume)
-# is same-inputs or any (OBC_RESUME; README, "Preemption and resume"): train resumes from a
+# is same-inputs or any (OBC_RESUME; docs/resume.md): train resumes from a
 # whole checkpoint, which it finds in output_dir (OBC_TRAINER_OUTPUT_DIR, as the trainer sees
 # it).
 
@@ -1185,7 +1206,7 @@ obc_resume() {
 }
 
 # --- obc's library: on_signal ----------------------------------------------------------
-# checkpoint.on_signal (README, "Preemption and resume"): a job told to stop during training
+# checkpoint.on_signal (docs/resume.md): a job told to stop during training
 # first asks Axolotl for a checkpoint.
 
 # True while the step's program runs: its process is there, and not a zombie (which it is
@@ -1249,38 +1270,114 @@ obc_new_checkpoint() {
 }
 
 # --- obc's library: retry --------------------------------------------------------------
-# retry (README, "Preemption and resume"): a step that fails with one of the exit codes
-# OBC_RETRY_EXIT_CODES is run again, up to OBC_RETRY_MAX times.
+# retry (docs/retry.md): a step that fails for a cause another try may not meet (OBC_CAUSES,
+# compiler/model/causes.py: a lost node, a network error, preemption), or with one of the
+# exit codes OBC_RETRY_EXIT_CODES, is run again, up to OBC_RETRY_MAX times; one that fails
+# for a user error (out of memory, a config error) is not, and the job says which log line
+# told.
+
+# Before each try of a step: where its lines of the log begin, and how many OOM kills its
+# cgroup has counted so far.
+obc_mark_try() {
+  OBC_TRY_LINE=1 OBC_OOM_KILLS=$(obc_oom_kills)
+  OBC_WORD=$OBC_RUN_DIR/.obc/logs/$OBC_NAME.$OBC_ATTEMPT.log
+  [ ! -f "$OBC_WORD" ] || OBC_TRY_LINE=$(($(wc -l < "$OBC_WORD") + 1))
+}
+
+# Prints the OOM kills the job's cgroup (v2) has counted, if it can tell.
+obc_oom_kills() {
+  OBC_WORD=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null)
+  sed -n 's/^oom_kill //p' "/sys/fs/cgroup${OBC_WORD%/}/memory.events" 2>/dev/null
+}
+
+# Why the step failed: the first cause of OBC_CAUSES (`ACTION|CODES|NAME|LOG`) whose exit
+# codes, if it lists any, hold OBC_STATUS, and whose LOG, if any, a line of this try's log
+# matches (or `memory.events: oom_kill`, when its cgroup counted an OOM kill during it). Sets
+# OBC_ACTION (retry, stop, or empty for none), OBC_CAUSE and OBC_WHERE (`log line N`).
+# shellcheck disable=SC2153 # OBC_CAUSES, the job's table, is no misspelt OBC_CAUSE
+obc_cause() {
+  OBC_EVIDENCE=
+  [ -z "${OBC_OOM_KILLS:-}" ] || [ "$(obc_oom_kills)" = "$OBC_OOM_KILLS" ] ||
+    OBC_EVIDENCE='memory.events: oom_kill'
+  OBC_WORD=$OBC_RUN_DIR/.obc/logs/$OBC_NAME.$OBC_ATTEMPT.log
+  OBC_WORD=$({ tail -n "+${OBC_TRY_LINE:-1}" -- "$OBC_WORD" 2>/dev/null || :; } | tr -d '\000' |
+    OBC_CAUSES=$OBC_CAUSES OBC_STATUS=$OBC_STATUS OBC_TRY_LINE=${OBC_TRY_LINE:-1} \
+    OBC_EVIDENCE=$OBC_EVIDENCE LC_ALL=C awk '
+      BEGIN {
+        count = split(ENVIRON["OBC_CAUSES"], cause, "\n")
+        for (r = 1; r <= count; r++) {
+          rest = cause[r]
+          at = index(rest, "|"); action[r] = substr(rest, 1, at - 1); rest = substr(rest, at + 1)
+          at = index(rest, "|"); codes = " " substr(rest, 1, at - 1) " "; rest = substr(rest, at + 1)
+          at = index(rest, "|"); name[r] = substr(rest, 1, at - 1); pattern[r] = substr(rest, at + 1)
+          fits[r] = codes == "  " || index(codes, " " ENVIRON["OBC_STATUS"] " ") > 0
+        }
+      }
+      {
+        for (r = 1; r <= count; r++)
+          if (fits[r] && pattern[r] != "" && !(r in line) && $0 ~ pattern[r])
+            line[r] = "log line " (NR + ENVIRON["OBC_TRY_LINE"] - 1)
+      }
+      END {
+        evidence = ENVIRON["OBC_EVIDENCE"]
+        for (r = 1; r <= count; r++) {
+          if (!fits[r]) continue
+          if (pattern[r] == "") where = "exit code " ENVIRON["OBC_STATUS"]
+          else if (r in line) where = line[r]
+          else if (evidence != "" && evidence ~ pattern[r]) where = "memory.events of its cgroup"
+          else continue
+          printf "%s|%s|%s\n", action[r], where, name[r]
+          exit
+        }
+      }')
+  # (The bar quoted: mksh and ksh93 read a bare one in a pattern as an alternative.)
+  OBC_ACTION=${OBC_WORD%%'|'*}
+  OBC_WORD=${OBC_WORD#*'|'}
+  OBC_WHERE=${OBC_WORD%%'|'*}
+  OBC_CAUSE=${OBC_WORD#*'|'}
+}
 
 # True when the step may be tried again after exit code $OBC_STATUS: locally it is run again
 # at once; under Slurm (OBC_RETRY_REQUEUES) the job requeues itself (and skips the steps it
 # finished).
 obc_retry() {
-  case " $OBC_RETRY_EXIT_CODES " in
-    *" $OBC_STATUS "*) ;;
-    *) return 1 ;;
+  obc_cause
+  case $OBC_ACTION in
+    stop)
+      obc_say "$OBC_NAME failed: $OBC_CAUSE ($OBC_WHERE), not retried"
+      return 1 ;;
+    retry) OBC_CAUSE="$OBC_CAUSE ($OBC_WHERE)" ;;
+    *)
+      case " $OBC_RETRY_EXIT_CODES " in
+        *" $OBC_STATUS "*) OBC_CAUSE= ;;
+        *) return 1 ;;
+      esac ;;
   esac
+  OBC_WORD="exited with $OBC_STATUS${OBC_CAUSE:+: $OBC_CAUSE}"
   if [ -n "$OBC_RETRY_REQUEUES" ] && [ -n "${SLURM_JOB_ID:-}" ]; then
-    obc_requeue "$OBC_RETRY_MAX" "step $OBC_NAME exited with $OBC_STATUS" || return 1
+    obc_requeue "$OBC_RETRY_MAX" "step $OBC_NAME $OBC_WORD" || return 1
   fi
   OBC_TRIES=$((${OBC_TRIES:-0} + 1))
   [ "$OBC_TRIES" -le "$OBC_RETRY_MAX" ] || return 1
-  obc_announce "exited with $OBC_STATUS; trying again ($OBC_TRIES of $OBC_RETRY_MAX)"
+  obc_announce "$OBC_WORD; trying again ($OBC_TRIES of $OBC_RETRY_MAX)"
 }
 
 # --- obc's library: requeue ------------------------------------------------------------
-# A Slurm job that requeues itself (slurm.max_restarts, or retry under Slurm: README,
-# "Preemption and resume").
+# A Slurm job that requeues itself (slurm.max_restarts, or retry under Slurm; docs/resume.md).
 
-# obc_requeue MAX REASON: unless the job has been restarted MAX times already, asks Slurm to
-# run it again from the top (in an array, this task alone) and ends this attempt; else
-# returns false.
+# obc_requeue MAX REASON [NODE]: unless the job has been restarted MAX times already, asks
+# Slurm to run it again from the top (in an array, this task alone), on other nodes than
+# NODE if given (added to its excluded nodes, which Slurm changes only while the job is
+# pending), and ends this attempt; else returns false.
 # shellcheck disable=SC2329 # called from the traps
 obc_requeue() {
   [ -n "${SLURM_JOB_ID:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "$1" ] || return 1
-  OBC_WORD=$SLURM_JOB_ID
-  [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || OBC_WORD=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
-  scontrol requeue "$OBC_WORD" || return 1
+  # Told before, not after: Slurm ends this attempt, notify's command with it, once requeued.
+  [ -z "$OBC_NOTIFY_ON" ] || obc_notify requeued
+  OBC_ID=$SLURM_JOB_ID
+  [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || OBC_ID=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
+  scontrol requeue "$OBC_ID" || return 1
+  [ "$#" -lt 3 ] || obc_exclude_node "$3"
   obc_say "$2: requeued (restart $((${SLURM_RESTART_COUNT:-0} + 1)) of $1)"
   obc_status requeued
   obc_exit 0
@@ -1292,6 +1389,18 @@ obc_requeue() {
 obc_at_time_limit() {
   obc_requeue "$OBC_MAX_RESTARTS" 'the time limit is near'
   obc_fail "the time limit is near, and the job has been restarted $OBC_MAX_RESTARTS times (slurm.max_restarts): giving up" 5
+}
+
+# Adds node $1 to the excluded nodes (ExcNodeList) of the requeued job OBC_ID.
+# shellcheck disable=SC2329 # called by obc_requeue, which the traps call
+obc_exclude_node() {
+  OBC_WORD=$(scontrol show job -o "$OBC_ID" | sed -n 's/.* ExcNodeList=\([^ ]*\).*/\1/p')
+  case $OBC_WORD in '' | '(null)') OBC_WORD=$1 ;; *) OBC_WORD=$OBC_WORD,$1 ;; esac
+  if scontrol update "JobId=$OBC_ID" "ExcNodeList=$OBC_WORD"; then
+    obc_say "excluded node $1 (ExcNodeList=$OBC_WORD)"
+  else
+    obc_say "cannot exclude node $1 from the requeued job"
+  fi
 }
 
 # --- obc's library: native -------------------------------------------------------------
@@ -1406,4 +1515,4 @@ obc_stop_step() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"slurm-resume","source_file":"examples/slurm-resume.yaml","obc_version":"0.3.0","description":{"sha256":"6b44353d2edab1a6168cbbf1d1a5ac4316fa13668c6f3e318fed904c5f680258"},"runtime":{"type":"native","venv":"${SCRATCH}/venvs/axolotl","env_file":null},"gpus":"all","run_dir":"${SCRATCH}/runs/slurm-resume","cache_dir":"${SCRATCH}/hf-cache","shared":false,"steps":{"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"},"merge":{"argv":["axolotl","merge-lora","axolotl.yaml"],"nodes":"first"},"evaluate":{"argv":["axolotl","evaluate","axolotl.yaml"],"nodes":"first"}},"files":{"axolotl.yaml":{"content":{"sha256":"0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},"origin":"configs/llama3-qlora.yaml","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":30,"slurm":{"job_name":"slurm-resume","output":"%x-%j.out","signal":"B:USR1@300","requeue":true,"nodes":1,"gpus_per_node":4,"cpus_per_task":null,"partition":"gpu","account":null,"qos":null,"time":"04:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":5,"requeues_itself":true,"torchrun_step":"train","torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","trainer_title":"Axolotl","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume","prepared_dir":"prepared"},"on_signal":{"grace":240,"trigger":"axolotl_checkpoint.save"},"retry":{"exit_codes":[134],"max":2},"inputs":"sha256:09b12f34d331d9f3d0653343af0ffb7960691caf08d23d8d6beeb4f90e9e7542","sweep":null,"launcher":null}
+# {"id":"slurm-resume","source_file":"examples/slurm-resume.yaml","obc_version":"0.3.0","description":{"sha256":"6b44353d2edab1a6168cbbf1d1a5ac4316fa13668c6f3e318fed904c5f680258"},"runtime":{"type":"native","venv":"${SCRATCH}/venvs/axolotl","env_file":null},"gpus":"all","run_dir":"${SCRATCH}/runs/slurm-resume","cache_dir":"${SCRATCH}/hf-cache","shared":false,"steps":{"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"},"merge":{"argv":["axolotl","merge-lora","axolotl.yaml"],"nodes":"first"},"evaluate":{"argv":["axolotl","evaluate","axolotl.yaml"],"nodes":"first"}},"files":{"axolotl.yaml":{"content":{"sha256":"0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},"origin":"configs/llama3-qlora.yaml","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":30,"slurm":{"job_name":"slurm-resume","output":"%x-%j.out","signal":"B:USR1@300","requeue":true,"nodes":1,"gpus_per_node":4,"cpus_per_task":null,"partition":"gpu","account":null,"qos":null,"time":"04:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":5,"requeues_itself":true,"torchrun_step":"train","torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","trainer_title":"Axolotl","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume","prepared_dir":"prepared"},"on_signal":{"grace":240,"trigger":"axolotl_checkpoint.save"},"retry":{"exit_codes":[134],"max":2},"inputs":"sha256:09b12f34d331d9f3d0653343af0ffb7960691caf08d23d8d6beeb4f90e9e7542","sweep":null,"launcher":null,"health":null,"stages":[],"stage":null,"notify":null}

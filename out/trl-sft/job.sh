@@ -11,7 +11,7 @@
 #SBATCH --signal=B:TERM@120
 #SBATCH --requeue
 #SBATCH --open-mode=append
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:def765315f5ee39bc8794be7280ba70b068bd98e5801bbb83efeb0b12cf4e11d, rundir sha256:b14f58371f2bc43cd9294508fd2ac8d81a74428fd13c6a4c952a5bd7b049e939, records sha256:87b33a0647755bf080213cb6b23d3a44c625ea67620e76fa020bab15419333a6, finished sha256:724fc7f1607fa3ad3ec6c2134dc2c450a76be1386fe29440a8f6b8772c2fff3c, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:53db48f6e11137d39ab6cdbc7873518de179dd315c498a3fa7cc919729f76815, resume sha256:d9d6b9d71e7f33f3dc82bcc8af22ed0c83a36d297b568d85c263ba6671472dac, slurm sha256:91e4624be8e7c53d05f64caeabd544c92c90c777caea6cddcf494d75f5193600, node_tasks sha256:c27bab67f7cbdc8193f2856eb041d119d85bb2242a58c079f0913d8f7131cefa, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, slurm sha256:f6849417b85dc90db92c460664419fb8aa91cb64f18024f1a5a613b328d8afee, node_tasks sha256:501e73835ae7c238c19101e21812c013fbb244510e8659e52a02fdc121eeb885, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -54,7 +54,7 @@ OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 O
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.trl.resume OBC_TRAINER_OUTPUT_DIR=outputs/qwen-lora OBC_RESUME_FLAG=--resume_from_checkpoint
 OBC_NODE_STEPS=train OBC_MASTER_PORT=29500 OBC_GPUS_PER_NODE=8 OBC_TORCHRUN_STEP='' OBC_TORCHRUN_PROGRAM_STEP=train
 OBC_TERM_GROUP=1
-OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE='' OBC_LAUNCHER_STEP='' OBC_RETRY_MAX='' OBC_TIME_LIMIT_SIGNAL=''
+OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE='' OBC_LAUNCHER_STEP='' OBC_RETRY_MAX='' OBC_NOTIFY_ON='' OBC_TIME_LIMIT_SIGNAL='' OBC_HEALTH_TIMEOUT=''
 
 # obc_step_command RUNNER PROGRAM [ARG...]: hands RUNNER the whole command of a step: the
 # program under env(1), which gives it the job's environment and leaves the script's alone.
@@ -311,7 +311,7 @@ umask u=rwx
 OBC_RUN_DIR='' OBC_CACHE_DIR='' OBC_DRY_RUN='' OBC_FROM='' OBC_ONLY='' OBC_CHILD=''
 OBC_STARTING='' OBC_LOCKED='' OBC_TMP='' OBC_FAILED='' OBC_ATTEMPT='' OBC_NAME=''
 OBC_TEE_OUT='' OBC_LOG='' OBC_RESUMED_FROM='' OBC_FRESH='' OBC_SKIPPED=''
-OBC_RESUME_FROM='' OBC_SHOW_STATUS='' OBC_NODE_TASK='' OBC_RECORDS_ID=''
+OBC_RESUME_FROM='' OBC_SHOW_STATUS='' OBC_NODE_TASK='' OBC_RECORDS_ID='' OBC_NODE_HEALTH=''
 OBC_STEP_COUNT=0
 for OBC_WORD in $OBC_STEPS; do OBC_STEP_COUNT=$((OBC_STEP_COUNT + 1)); done
 
@@ -405,8 +405,10 @@ obc_step() {
   fi
   OBC_BEGAN=$(date +%s)
   while :; do
+    [ -z "$OBC_RETRY_MAX" ] || obc_mark_try
     obc_run_step "$@"
     [ "$OBC_STATUS" -ne 0 ] || break
+    [ -z "$OBC_NOTIFY_ON" ] || obc_notify step_failed "$OBC_STATUS"
     { [ -n "$OBC_RETRY_MAX" ] && obc_retry; } ||
       obc_fail "step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME failed with exit code $OBC_STATUS" \
         "$OBC_STATUS"
@@ -487,6 +489,7 @@ obc_main() {
           --node-task) OBC_NODE_TASK=$2 ;;
         esac
         shift ;;
+      --node-health) OBC_NODE_HEALTH=1 ;;
       --) obc_runs_node_tasks || obc_usage "unknown option: $1"; shift; break ;;
       *) obc_usage "unknown option: $1" ;;
     esac
@@ -494,6 +497,9 @@ obc_main() {
   done
   [ -z "$OBC_FROM" ] || [ -z "$OBC_ONLY" ] || obc_usage "give --from or --only, not both"
   [ -z "$OBC_FRESH" ] || [ -z "$OBC_RESUME_FROM" ] || obc_usage "give --fresh or --resume-from, not both"
+  # A node's health check (obc_health), which srun starts as a node's task.
+  [ -z "$OBC_NODE_HEALTH" ] || { [ -n "$OBC_NODE_TASK" ] && [ -n "$OBC_HEALTH_TIMEOUT" ]; } ||
+    obc_usage "unknown option: --node-health"
 
   for OBC_WORD in $OBC_SIGNALS; do
     # shellcheck disable=SC2064 # the signal's name and number, as they are now
@@ -531,6 +537,7 @@ obc_main() {
   obc_files
   obc_prepare_runtime
   [ -z "$OBC_NODE_STEPS" ] || obc_rendezvous
+  [ -z "$OBC_HEALTH_TIMEOUT" ] || obc_health
 
   obc_steps
   OBC_NAME=
@@ -544,7 +551,7 @@ obc_main() {
 }
 
 # --- obc's library: rundir -------------------------------------------------------------
-# The run dir (README, "Security"): everything the job writes goes there, through folders
+# The run dir (docs/security.md): everything the job writes goes there, through folders
 # no other user can change, and one run at a time.
 
 # True when $1 is a folder of the user's own (with $2 = 0: or of root's) that no other user
@@ -738,7 +745,7 @@ obc_check_records_folder() {
 }
 
 # --- obc's library: records ------------------------------------------------------------
-# Run records (README, "Run records"): each run of the job in a run dir is an attempt; its
+# Run records (docs/resume.md, "Run records"): each run of the job in a run dir is an attempt; its
 # state goes to .obc/status.json and each step's output to .obc/logs/STEP.ATTEMPT.log too.
 
 obc_now() {
@@ -761,9 +768,11 @@ obc_begin_attempt() {
     obc_fail "cannot record the attempt in $OBC_RUN_DIR/.obc"
   fi
   obc_status running
+  [ -z "$OBC_NOTIFY_ON" ] || obc_notify started
 }
 
-# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json.
+# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json, and tells
+# notify's command or URL of the job's end (part notify; requeued, obc_requeue tells).
 obc_status() {
   [ -n "$OBC_ATTEMPT" ] || return 0
   OBC_ENDED_AT=
@@ -779,6 +788,10 @@ obc_status() {
     printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
     obc_say "cannot record the status in $OBC_RUN_DIR/.obc"
+  [ -z "$OBC_NOTIFY_ON" ] || case $1 in
+    failed) obc_notify gave_up "${2:-1}" ;;
+    succeeded) obc_notify 'done' 0 ;;
+  esac
 }
 
 # obc_save_record NAME LINE: replaces the record .obc/NAME with LINE, whole or not at all
@@ -883,9 +896,9 @@ obc_close_log() {
 }
 
 # --- obc's library: finished -----------------------------------------------------------
-# Steps finish once per inputs (README, "Run records"): `.obc/done/STEP` names the inputs the
-# step last finished for (obc_step_inputs, the job's), and a run starts at the first step
-# that has not finished for the current ones.
+# Steps finish once per inputs (docs/resume.md, "Run records"): each `.obc/done/STEP`
+# names the inputs the step last finished for (obc_step_inputs, the job's), and a run starts
+# at the first step that has not finished for the current ones.
 
 # True when step $1 finished before, for these inputs.
 obc_finished() {
@@ -964,7 +977,7 @@ obc_make_folder() {
 }
 
 # --- obc's library: checkpoints --------------------------------------------------------
-# The trainer's checkpoints (README, "Preemption and resume"): $OBC_CHECKPOINTS is output_dir
+# The trainer's checkpoints (docs/resume.md): $OBC_CHECKPOINTS is output_dir
 # on this machine; .obc/checkpoints and .obc/train-attempts say which inputs made each.
 
 # The inputs of the checkpoint train resumed from, and the folder this attempt sets aside in.
@@ -1062,7 +1075,7 @@ obc_runs() {
 
 # --- obc's library: resume -------------------------------------------------------------
 # The trainer's resume (the run file's field OBC_RESUME_FIELD, e.g. trainer.axolotl.resume)
-# is same-inputs or any (OBC_RESUME; README, "Preemption and resume"): train resumes from a
+# is same-inputs or any (OBC_RESUME; docs/resume.md): train resumes from a
 # whole checkpoint, which it finds in output_dir (OBC_TRAINER_OUTPUT_DIR, as the trainer sees
 # it).
 
@@ -1169,7 +1182,7 @@ obc_resume() {
 }
 
 # --- obc's library: slurm --------------------------------------------------------------
-# Steps on every node of a Slurm job (OBC_NODE_STEPS; README, "Running on Slurm"). Outside
+# Steps on every node of a Slurm job (OBC_NODE_STEPS; docs/slurm.md). Outside
 # Slurm (SLURM_JOB_ID unset) none of this changes what the script does.
 
 # The rendezvous of a job on several nodes, for every step: the first node of the
@@ -1298,23 +1311,28 @@ obc_node_tasks() {
     ${SLURM_CPUS_PER_TASK:+"--cpus-per-task=$SLURM_CPUS_PER_TASK"} \
     --kill-on-bad-exit=1 --export=ALL \
     /bin/sh -c "$OBC_NODE_CHECK" obc-node "$OBC_RUN_DIR/.obc/job.sh" "$OBC_SELF_SHA256" \
-    "$OBC_TMP/failed" --run-dir "$OBC_RUN_DIR" ${OBC_CACHE_DIR:+--cache-dir "$OBC_CACHE_DIR"} \
-    -- "$@"
+    "$OBC_TMP/failed" ${OBC_NODE_HEALTH:+--node-health} --run-dir "$OBC_RUN_DIR" \
+    ${OBC_CACHE_DIR:+--cache-dir "$OBC_CACHE_DIR"} -- "$@"
 }
 
 # One node's part of a step (srun runs it on every node), from the private copy that the
 # check made, which it removes now that this shell has it open (--node-task is the check's
 # option, never a person's: its copy alone is removed): this node's rank, and the step
 # stopped like any other on TERM, which srun passes on when the job stops it or is
-# cancelled, or when another node's part failed.
+# cancelled, or when another node's part failed. With --node-health, the part is the node's
+# health check (obc_check_node).
 obc_node_task() {
   case ${OBC_SELF##*/} in obc-node.*) rm -f -- "$OBC_SELF" ;; esac
   NODE_RANK=$SLURM_NODEID
   export NODE_RANK
   obc_node_prepare
-  obc_step_command obc_start "$@"
   OBC_STATUS=0
-  wait "$OBC_CHILD" || OBC_STATUS=$?
+  if [ -n "$OBC_NODE_HEALTH" ]; then
+    obc_check_node "$NNODES" "$NODE_RANK" || OBC_STATUS=$?
+  else
+    obc_step_command obc_start "$@"
+    wait "$OBC_CHILD" || OBC_STATUS=$?
+  fi
   # A part that failed by itself (one that srun stopped ends in the trap instead) says so,
   # unless another was first.
   [ "$OBC_STATUS" -eq 0 ] ||
@@ -1434,4 +1452,4 @@ obc_stop_step() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"trl-sft","source_file":"examples/trl-sft.yaml","obc_version":"0.3.0","description":"A LoRA fine-tune with TRL's trl sft on two nodes of a Slurm cluster, merged after.","runtime":{"type":"native","venv":"/shared/venvs/trl","env_file":null},"gpus":"all","run_dir":"/shared/runs/trl-sft","cache_dir":"/shared/hf-cache","shared":false,"steps":{"train":{"argv":["torchrun","-m","trl.scripts.sft","--config","trl.yaml"],"nodes":"all"},"merge":{"argv":["python3","-c",{"sha256":"cbaabfd493f975c2cc2696c7f24aadc86d33b97d35747695464f9bbe25770f57"},"outputs/qwen-lora","outputs/qwen-lora/merged"],"nodes":"first"}},"files":{"trl.yaml":{"content":{"sha256":"884310ef9cd39741c9854e6d161f50f37eec48649cbffe5f4eae2f9ce4948e61"},"origin":"configs/trl-sft.yaml","obc_adds":[]}},"env":{"HF_HUB_DISABLE_TELEMETRY":"1","WANDB_RESUME":"allow"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"trl-sft","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":2,"gpus_per_node":8,"cpus_per_task":32,"partition":"gpu","account":null,"qos":null,"time":"12:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null,"torchrun_program_step":"train"},"checkpoints":{"step":"train","output_dir":"outputs/qwen-lora","host_base":null,"host_rest":"outputs/qwen-lora","resume":"same-inputs","trainer_title":"TRL","resume_flag":"--resume_from_checkpoint","resume_field":"trainer.trl.resume","prepared_dir":null},"on_signal":null,"retry":null,"inputs":"sha256:53b76dbce3e37528adcd20afb6d79d11ba0c6a39c20c1e844191a5f1e39b186e","sweep":null,"launcher":null}
+# {"id":"trl-sft","source_file":"examples/trl-sft.yaml","obc_version":"0.3.0","description":"A LoRA fine-tune with TRL's trl sft on two nodes of a Slurm cluster, merged after.","runtime":{"type":"native","venv":"/shared/venvs/trl","env_file":null},"gpus":"all","run_dir":"/shared/runs/trl-sft","cache_dir":"/shared/hf-cache","shared":false,"steps":{"train":{"argv":["torchrun","-m","trl.scripts.sft","--config","trl.yaml"],"nodes":"all"},"merge":{"argv":["python3","-c",{"sha256":"cbaabfd493f975c2cc2696c7f24aadc86d33b97d35747695464f9bbe25770f57"},"outputs/qwen-lora","outputs/qwen-lora/merged"],"nodes":"first"}},"files":{"trl.yaml":{"content":{"sha256":"884310ef9cd39741c9854e6d161f50f37eec48649cbffe5f4eae2f9ce4948e61"},"origin":"configs/trl-sft.yaml","obc_adds":[]}},"env":{"HF_HUB_DISABLE_TELEMETRY":"1","WANDB_RESUME":"allow"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"trl-sft","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":2,"gpus_per_node":8,"cpus_per_task":32,"partition":"gpu","account":null,"qos":null,"time":"12:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null,"torchrun_program_step":"train"},"checkpoints":{"step":"train","output_dir":"outputs/qwen-lora","host_base":null,"host_rest":"outputs/qwen-lora","resume":"same-inputs","trainer_title":"TRL","resume_flag":"--resume_from_checkpoint","resume_field":"trainer.trl.resume","prepared_dir":null},"on_signal":null,"retry":null,"inputs":"sha256:53b76dbce3e37528adcd20afb6d79d11ba0c6a39c20c1e844191a5f1e39b186e","sweep":null,"launcher":null,"health":null,"stages":[],"stage":null,"notify":null}

@@ -1,7 +1,7 @@
 # --- obc's library: finished -----------------------------------------------------------
-# Steps finish once per inputs (docs/resume.md, "Run records"): `.obc/done/STEP` names the
-# inputs the step last finished for (obc_step_inputs, the job's), and a run starts at the
-# first step that has not finished for the current ones.
+# Steps finish once per inputs (docs/resume.md, "Run records"): each `.obc/done/STEP`
+# names the inputs the step last finished for (obc_step_inputs, the job's), and a run starts
+# at the first step that has not finished for the current ones.
 
 # True when step $1 finished before, for these inputs.
 obc_finished() {

@@ -28,6 +28,7 @@ obc_at_time_limit() {
 }
 
 # Adds node $1 to the excluded nodes (ExcNodeList) of the requeued job OBC_ID.
+# shellcheck disable=SC2329 # called by obc_requeue, which the traps call
 obc_exclude_node() {
   OBC_WORD=$(scontrol show job -o "$OBC_ID" | sed -n 's/.* ExcNodeList=\([^ ]*\).*/\1/p')
   case $OBC_WORD in '' | '(null)') OBC_WORD=$1 ;; *) OBC_WORD=$OBC_WORD,$1 ;; esac

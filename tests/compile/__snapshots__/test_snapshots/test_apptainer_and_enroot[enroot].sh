@@ -7,7 +7,7 @@
 #SBATCH --gpus-per-node=2
 #SBATCH --signal=B:TERM@120
 #SBATCH --no-requeue
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:def765315f5ee39bc8794be7280ba70b068bd98e5801bbb83efeb0b12cf4e11d, rundir sha256:b14f58371f2bc43cd9294508fd2ac8d81a74428fd13c6a4c952a5bd7b049e939, records sha256:87b33a0647755bf080213cb6b23d3a44c625ea67620e76fa020bab15419333a6, finished sha256:724fc7f1607fa3ad3ec6c2134dc2c450a76be1386fe29440a8f6b8772c2fff3c, enroot sha256:2bc2c628991ed189f937d0ddcbe6304a61734e8e78847b0d1d57a7e870e64221, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, enroot sha256:2bc2c628991ed189f937d0ddcbe6304a61734e8e78847b0d1d57a7e870e64221, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -41,7 +41,7 @@ OBC_JOB=hpc OBC_INPUTS=sha256:3ce2d57e525f7d081e815ee0d247f107d05bc15383a81c0995
 OBC_RUNTIME=enroot OBC_STEPS=eval
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_TERM_GROUP=1
-OBC_CHECKPOINT_STEP='' OBC_CHECK_OUTPUT_DIR='' OBC_RESUME='' OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE='' OBC_RETRY_MAX='' OBC_TIME_LIMIT_SIGNAL='' OBC_NODE_STEPS=''
+OBC_CHECKPOINT_STEP='' OBC_CHECK_OUTPUT_DIR='' OBC_RESUME='' OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE='' OBC_RETRY_MAX='' OBC_NOTIFY_ON='' OBC_TIME_LIMIT_SIGNAL='' OBC_NODE_STEPS='' OBC_HEALTH_TIMEOUT=''
 
 # obc_srun RUNNER NODES PROGRAM [ARG...]: hands RUNNER an srun step of one task on each of
 # NODES nodes (the whole step ends when one fails), in a container that pyxis makes from
@@ -277,7 +277,7 @@ umask u=rwx
 OBC_RUN_DIR='' OBC_CACHE_DIR='' OBC_DRY_RUN='' OBC_FROM='' OBC_ONLY='' OBC_CHILD=''
 OBC_STARTING='' OBC_LOCKED='' OBC_TMP='' OBC_FAILED='' OBC_ATTEMPT='' OBC_NAME=''
 OBC_TEE_OUT='' OBC_LOG='' OBC_RESUMED_FROM='' OBC_FRESH='' OBC_SKIPPED=''
-OBC_RESUME_FROM='' OBC_SHOW_STATUS='' OBC_NODE_TASK='' OBC_RECORDS_ID=''
+OBC_RESUME_FROM='' OBC_SHOW_STATUS='' OBC_NODE_TASK='' OBC_RECORDS_ID='' OBC_NODE_HEALTH=''
 OBC_STEP_COUNT=0
 for OBC_WORD in $OBC_STEPS; do OBC_STEP_COUNT=$((OBC_STEP_COUNT + 1)); done
 
@@ -371,8 +371,10 @@ obc_step() {
   fi
   OBC_BEGAN=$(date +%s)
   while :; do
+    [ -z "$OBC_RETRY_MAX" ] || obc_mark_try
     obc_run_step "$@"
     [ "$OBC_STATUS" -ne 0 ] || break
+    [ -z "$OBC_NOTIFY_ON" ] || obc_notify step_failed "$OBC_STATUS"
     { [ -n "$OBC_RETRY_MAX" ] && obc_retry; } ||
       obc_fail "step $OBC_NUMBER/$OBC_STEP_COUNT $OBC_NAME failed with exit code $OBC_STATUS" \
         "$OBC_STATUS"
@@ -453,6 +455,7 @@ obc_main() {
           --node-task) OBC_NODE_TASK=$2 ;;
         esac
         shift ;;
+      --node-health) OBC_NODE_HEALTH=1 ;;
       --) obc_runs_node_tasks || obc_usage "unknown option: $1"; shift; break ;;
       *) obc_usage "unknown option: $1" ;;
     esac
@@ -460,6 +463,9 @@ obc_main() {
   done
   [ -z "$OBC_FROM" ] || [ -z "$OBC_ONLY" ] || obc_usage "give --from or --only, not both"
   [ -z "$OBC_FRESH" ] || [ -z "$OBC_RESUME_FROM" ] || obc_usage "give --fresh or --resume-from, not both"
+  # A node's health check (obc_health), which srun starts as a node's task.
+  [ -z "$OBC_NODE_HEALTH" ] || { [ -n "$OBC_NODE_TASK" ] && [ -n "$OBC_HEALTH_TIMEOUT" ]; } ||
+    obc_usage "unknown option: --node-health"
 
   for OBC_WORD in $OBC_SIGNALS; do
     # shellcheck disable=SC2064 # the signal's name and number, as they are now
@@ -497,6 +503,7 @@ obc_main() {
   obc_files
   obc_prepare_runtime
   [ -z "$OBC_NODE_STEPS" ] || obc_rendezvous
+  [ -z "$OBC_HEALTH_TIMEOUT" ] || obc_health
 
   obc_steps
   OBC_NAME=
@@ -510,7 +517,7 @@ obc_main() {
 }
 
 # --- obc's library: rundir -------------------------------------------------------------
-# The run dir (README, "Security"): everything the job writes goes there, through folders
+# The run dir (docs/security.md): everything the job writes goes there, through folders
 # no other user can change, and one run at a time.
 
 # True when $1 is a folder of the user's own (with $2 = 0: or of root's) that no other user
@@ -704,7 +711,7 @@ obc_check_records_folder() {
 }
 
 # --- obc's library: records ------------------------------------------------------------
-# Run records (README, "Run records"): each run of the job in a run dir is an attempt; its
+# Run records (docs/resume.md, "Run records"): each run of the job in a run dir is an attempt; its
 # state goes to .obc/status.json and each step's output to .obc/logs/STEP.ATTEMPT.log too.
 
 obc_now() {
@@ -727,9 +734,11 @@ obc_begin_attempt() {
     obc_fail "cannot record the attempt in $OBC_RUN_DIR/.obc"
   fi
   obc_status running
+  [ -z "$OBC_NOTIFY_ON" ] || obc_notify started
 }
 
-# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json.
+# obc_status STATE [EXIT_CODE]: records this attempt's state in .obc/status.json, and tells
+# notify's command or URL of the job's end (part notify; requeued, obc_requeue tells).
 obc_status() {
   [ -n "$OBC_ATTEMPT" ] || return 0
   OBC_ENDED_AT=
@@ -745,6 +754,10 @@ obc_status() {
     printf '"resumed_from_inputs": %s}' "$(obc_json "${OBC_RESUMED_INPUTS:-}")")
   obc_save_record status.json "$OBC_RECORD" ||
     obc_say "cannot record the status in $OBC_RUN_DIR/.obc"
+  [ -z "$OBC_NOTIFY_ON" ] || case $1 in
+    failed) obc_notify gave_up "${2:-1}" ;;
+    succeeded) obc_notify 'done' 0 ;;
+  esac
 }
 
 # obc_save_record NAME LINE: replaces the record .obc/NAME with LINE, whole or not at all
@@ -849,9 +862,9 @@ obc_close_log() {
 }
 
 # --- obc's library: finished -----------------------------------------------------------
-# Steps finish once per inputs (README, "Run records"): `.obc/done/STEP` names the inputs the
-# step last finished for (obc_step_inputs, the job's), and a run starts at the first step
-# that has not finished for the current ones.
+# Steps finish once per inputs (docs/resume.md, "Run records"): each `.obc/done/STEP`
+# names the inputs the step last finished for (obc_step_inputs, the job's), and a run starts
+# at the first step that has not finished for the current ones.
 
 # True when step $1 finished before, for these inputs.
 obc_finished() {
@@ -997,4 +1010,4 @@ obc_unset_inherited() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"hpc","source_file":"run.yaml","obc_version":"0.3.0","description":null,"runtime":{"type":"enroot","image":"/shared/axolotl.sqsh","image_sha256":"9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","mounts":[],"enroot_version":3},"gpus":"all","run_dir":"~/overbrainer/runs/hpc","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"eval":{"argv":["python","-m","eval","--out","results dir"],"nodes":"first"}},"files":[],"env":{"WANDB_PROJECT":"a,b"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"hpc","output":"%x-%j.out","signal":"B:TERM@120","requeue":false,"nodes":1,"gpus_per_node":2,"cpus_per_task":null,"partition":null,"account":null,"qos":null,"time":null,"mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null,"torchrun_program_step":null},"checkpoints":null,"on_signal":null,"retry":null,"inputs":"sha256:33504f29be8c39378cd656133c12c1fe0dba591577b881c84478d03a04ce3285","sweep":null,"launcher":null}
+# {"id":"hpc","source_file":"run.yaml","obc_version":"0.3.0","description":null,"runtime":{"type":"enroot","image":"/shared/axolotl.sqsh","image_sha256":"9de7c7a5b8830480a7d2eb3b6d49759586615f5f8eb1126d5df29f8bd9fa324b","mounts":[],"enroot_version":3},"gpus":"all","run_dir":"~/overbrainer/runs/hpc","cache_dir":"~/overbrainer/.hf-cache","shared":false,"steps":{"eval":{"argv":["python","-m","eval","--out","results dir"],"nodes":"first"}},"files":[],"env":{"WANDB_PROJECT":"a,b"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"hpc","output":"%x-%j.out","signal":"B:TERM@120","requeue":false,"nodes":1,"gpus_per_node":2,"cpus_per_task":null,"partition":null,"account":null,"qos":null,"time":null,"mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null,"torchrun_program_step":null},"checkpoints":null,"on_signal":null,"retry":null,"inputs":"sha256:33504f29be8c39378cd656133c12c1fe0dba591577b881c84478d03a04ce3285","sweep":null,"launcher":null,"health":null,"stages":[],"stage":null,"notify":null}
