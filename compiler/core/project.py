@@ -24,22 +24,38 @@ def git_work_tree(path: Path) -> Path | None:
     return found
 
 
-# The work tree of each folder asked about, while one compile runs (one_tree): its run files
-# and every other file it names ask about the same few folders, ten thousand times.
+def project_root(folder: Path) -> Path:
+    """Return the root of the project of the files in `folder` (an absolute path): the git
+    work tree that holds it, or else the folder itself, resolved."""
+    start = str(folder)
+    if _roots is not None and start in _roots:
+        return _roots[start]
+    root = (git_work_tree(folder) or folder).resolve()
+    if _roots is not None:
+        _roots[start] = root
+    return root
+
+
+# The work tree and project root of each folder asked about, while one compile runs
+# (one_tree): its run files and every other file it names ask about the same few folders,
+# ten thousand times.
 _work_trees: dict[str, Path | None] | None = None
+_roots: dict[str, Path] | None = None
 
 
 @contextlib.contextmanager
 def one_tree() -> Iterator[None]:
-    """Within it, git_work_tree looks at each folder once: a compile takes the folders as it
-    finds them (a `.git` made or removed meanwhile is not seen until the next compile)."""
-    global _work_trees  # noqa: PLW0603 -- the memo of the compile under way
-    outer = _work_trees
-    _work_trees = {} if outer is None else outer
+    """Within it, git_work_tree and project_root look at each folder once: a compile takes
+    the folders as it finds them (a `.git` made or removed, or a link changed, meanwhile is
+    not seen until the next compile)."""
+    global _work_trees, _roots  # noqa: PLW0603 -- the memo of the compile under way
+    outer = _work_trees, _roots
+    _work_trees = {} if outer[0] is None else outer[0]
+    _roots = {} if outer[1] is None else outer[1]
     try:
         yield
     finally:
-        _work_trees = outer
+        _work_trees, _roots = outer
 
 
 def source_name(run_file: Path) -> str:

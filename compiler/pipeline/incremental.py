@@ -91,15 +91,18 @@ def lookup(reuse: Reuse, path: Path, project: Path, policy: str = "") -> \
         return None, None  # the compile proper reports it
     # Where the run file is named from and where it resolves to decide what it may embed and
     # how its header names it; its bytes, what it says.
-    key = digest(FORMAT, "outputs", reuse.context, display_name(path), source_name(path),
-                 os.path.abspath(path), os.path.realpath(path), str(project), policy, data)
+    names = display_name(path), source_name(path)
+    key = digest(FORMAT, "outputs", reuse.context, *names, os.path.abspath(path),
+                 os.path.realpath(path), str(project), policy, data)
     try:
-        return key, _reused(path, reuse.store.get(key))
+        return key, _reused(path, names, reuse.store.get(key))
     except (KeyError, TypeError, ValueError):  # a record from elsewhere, or damaged
         return key, None
 
 
-def _reused(path: Path, record: Any) -> list[Reused] | None:
+def _reused(path: Path, names: tuple[str, str], record: Any) -> list[Reused] | None:
+    """The files a record says the run file at `path` compiles to, named as `names` says
+    (diagnostics, the header); None if the record is not one, or its inputs changed."""
     if record is None or record["inputs"] != _input_prints(
             path.parent, [name for name, _, _ in record["inputs"]]):
         return None
@@ -111,8 +114,7 @@ def _reused(path: Path, record: Any) -> list[Reused] | None:
         if len(parts) != 2 or not all(_NAME.fullmatch(part) for part in parts) or \
                 text is None:
             return None
-        found.append(Reused(relative, text, int(mode), display_name(path), source_name(path),
-                            Mark(int(line), int(column))))
+        found.append(Reused(relative, text, int(mode), *names, Mark(int(line), int(column))))
     return found or None
 
 

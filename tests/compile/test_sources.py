@@ -81,6 +81,18 @@ def test_a_compile_looks_for_each_folder_s_work_tree_once(tmp_path, monkeypatch)
     assert project.git_work_tree(tmp_path / "repo" / "runs") is None
 
 
+def test_a_compile_resolves_each_folder_s_project_once(tmp_path, monkeypatch):
+    # Its policy, its record in the cache and its embedded files each ask for a run file's
+    # project: three resolves of one folder for each of ten thousand run files.
+    runs = [run_file(tmp_path / "repo" / "runs" / f"r{n}.yaml", {}, f"r{n}") for n in range(3)]
+    (tmp_path / "repo" / ".git").mkdir()
+    resolved = []
+    real = Path.resolve
+    monkeypatch.setattr(Path, "resolve", lambda path, *a: resolved.append(path) or real(path, *a))
+    assert not compile_files(runs, tmp_path / "out").diagnostics
+    assert resolved.count(tmp_path / "repo") == 1
+
+
 def test_a_dot_git_file_marks_a_work_tree_too(tmp_path, monkeypatch):
     root = tmp_path / "worktree"
     run_file(root / "runs" / "r.yaml", {"c.txt": "../c.txt"})
