@@ -28,7 +28,7 @@ from ..read.load import Mark, Source, display_name
 from ..read.lockfile import read_lock, unpinned_images
 from ..read.sources import find_project
 from ..render.render import cache_templates, render_job, render_sweep
-from ..render.shape import shape_of
+from ..render.shape import script_and_shape
 from ..render.sweep import RUNS_TABLE, SWEEP_SCRIPT, Sweep, SweepFile, build_sweep, runs_table
 from ..sweep.expand import Expansion
 from ..validate.policy import Policy, policy_for
@@ -299,12 +299,11 @@ def _render(setup: _Setup, built: Built, policy: Policy) -> Result:
     for source, job in built.jobs:
         if setup.pinned_by is not None:
             result.diagnostics += unpinned_images(source, job, setup.pinned_by)
-        text = render_job(job)
+        text, shape = script_and_shape(job) if setup.shapes else (render_job(job), None)
         problems = _script_size(source, job, text)
         result.diagnostics += problems
         if not problems:
-            result.scripts.append(Script(job, text, source.file, source.mark(("id",)),
-                                         shape_of(job, text) if setup.shapes else None,
+            result.scripts.append(Script(job, text, source.file, source.mark(("id",)), shape,
                                          Judgement(policy, tuple(judge(job, policy)))))
     if built.sweep is not None and built.jobs and len(result.scripts) == len(built.jobs):
         result.sweeps += sweep_files(built.sweep, result.scripts, policy)

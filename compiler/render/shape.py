@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from ..core import shell
 from ..core.shell import ShellText
 from ..model.job import Job
-from .render import Printer, render_job
+from .render import Printer, render_twice
 
 # A comment that shellcheck reads as a directive (Parser.hs, `readAnnotationPrefix`).
 _DIRECTIVE = re.compile("#[ \t\u00a0\u200b]*shellcheck[^\n]*")
@@ -41,15 +41,21 @@ _LETTERS = {"A": "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "a": "abcdefghijklmnopqrstuvwxyz"
 _SHAPES: dict[str, str] = {}
 
 
-def shape_of(job: Job, text: str) -> str | None:
-    """Return the shape of `job`, whose script is `text`; None if no shape can stand for it."""
+def script_and_shape(job: Job) -> tuple[str, str | None]:
+    """Return the script of `job` and its shape, in one render; None for the shape if no
+    shape can stand for the script."""
+    text, shape = render_twice(job, shape_printer(job))
+    if _DIRECTIVE.findall(shape) != _DIRECTIVE.findall(text):
+        return text, None
+    return text, _SHAPES.setdefault(shape, shape)
+
+
+def shape_printer(job: Job) -> ShapePrinter:
+    """The printer that writes the shape of `job`'s script."""
     # The hashes the model derives (the training inputs) are values too, of letters and
     # digits only: each distinct one gets a placeholder of its own, whatever its digits.
     hashes = (job.training_inputs, *(job.step_inputs(step) for step in job.steps))
-    shape = render_job(job, ShapePrinter(job_strings(job), hashes))
-    if _DIRECTIVE.findall(shape) != _DIRECTIVE.findall(text):
-        return None
-    return _SHAPES.setdefault(shape, shape)
+    return ShapePrinter(job_strings(job), hashes)
 
 
 class ShapePrinter(Printer):
