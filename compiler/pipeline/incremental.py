@@ -25,6 +25,7 @@ from typing import Any
 from ..core.cache import FORMAT, Store, digest
 from ..core.project import source_name
 from ..core.resources import data_dir, schema_path
+from ..core.shell import LIBRARY_SECTION
 from ..read.load import MAX_FILE_BYTES, Mark, display_name
 from ..render.library import PART_ORDER, part_text
 
@@ -120,16 +121,23 @@ def _reused(path: Path, names: tuple[str, str], record: Any) -> list[Reused] | N
 
 def _pieces(text: str) -> list[str | list[str]]:
     """`text` as a record keeps it: each library part it embeds as written, by its name
-    (`[name]`), the text between them as it is."""
+    (`[name]`), the text between them as it is. A part is looked for only where a section
+    line names it (each part's first line): the script is read once, not once a part."""
     pieces: list[str | list[str]] = []
     done = 0
-    for name in PART_ORDER:  # the order a script embeds them in
-        part = part_text(name)
-        at = text.find(part, done)
-        if at >= 0:
+    at = text.find(_SECTION_START)
+    while at >= 0:
+        section = LIBRARY_SECTION.match(text, at)
+        name = section.group(1) if section else ""
+        if name in PART_ORDER and text.startswith(part_text(name), at):
             pieces += [text[done:at], [name]]
-            done = at + len(part)
+            done = at + len(part_text(name))
+        at = text.find(_SECTION_START, max(done, at + 1))
     return [*pieces, text[done:]]
+
+
+# How a section line starts (LIBRARY_SECTION).
+_SECTION_START = "# --- obc's library: "
 
 
 def _text(pieces: Any) -> str | None:
