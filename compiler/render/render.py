@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
+from types import GeneratorType
 from typing import Any
 
 import jinja2
@@ -112,7 +113,7 @@ def _written(printer: Printer | _Twins, write: Write, value: Any) -> ShellText:
     the order of the template, as a render of its own would."""
     if not isinstance(printer, _Twins):
         return ShellText(write(printer, value))
-    if isinstance(value, Iterator):
+    if isinstance(value, GeneratorType):
         value = list(value)  # lines made once, for both
     twin = _Twin(write(_REAL, str.__str__(value) if isinstance(value, _Twin) else value))
     twin.other = write(printer.other, value.other if isinstance(value, _Twin) else value)

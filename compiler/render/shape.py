@@ -106,7 +106,7 @@ class ShapePrinter(Printer):
             return self.number(int(value))
         if value in self.placeholders:
             return self.placeholders[value]
-        if _AS_WRITTEN.fullmatch(value) or not any(v in value for v in self.values):
+        if _AS_WRITTEN.fullmatch(value) or not self._holds_a_value(value):
             chosen = value  # a name, or the templates' own text
         else:
             chosen = next(candidate for candidate in _variants(value)
@@ -114,6 +114,10 @@ class ShapePrinter(Printer):
         self.placeholders[value] = chosen
         self.taken.add(chosen)
         return chosen
+
+    def _holds_a_value(self, value: str) -> bool:
+        """Whether `value` holds one of the job's strings (most words are one, whole)."""
+        return value in self.values or any(v in value for v in self.values)
 
 
 def job_strings(value: object) -> Iterator[str]:
