@@ -4,11 +4,12 @@
 
 Generates the run files of compile_bench.py in a temporary folder and, each round, times a
 compile into an empty OUT with an empty cache (cold), then `compile --check` of the result
-(unchanged, the cache warm): the wall time of the process, and its peak memory, the largest
-resident size of obc's process or any it waited for (wait4's rusage), as `/usr/bin/time -v`
-reports it. --baseline DIR runs the same with the obc whose `compiler` package is in DIR
-(a checkout, or `git archive main | tar -x -C DIR`), in turn with this one, so that both are
-measured under the same load.
+(unchanged, the cache warm): the wall time of the process, its processor time (user and
+system, of it and every process it waited for: what compares on a machine other work
+loads), and its peak memory, the largest resident size of obc's process or any it waited
+for (wait4's rusage), as `/usr/bin/time -v` reports it. --baseline DIR runs the same with
+the obc whose `compiler` package is in DIR (a checkout, or `git archive main | tar -x -C
+DIR`), in turn with this one, so that both are measured under the same load.
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ def obc_environment(code: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(code)}
 
 
-def run_obc(code: Path, root: Path, *args: str) -> tuple[float, int]:
-    """Run the obc in `code` in `root`; return its wall seconds and peak RSS (KiB)."""
+# What one run of obc took: wall seconds, processor seconds, peak RSS (KiB).
+Taken = tuple[float, float, int]
+
+
+def run_obc(code: Path, root: Path, *args: str) -> Taken:
+    """Run the obc in `code` in `root`; return what it took."""
     env = {**obc_environment(code), "OBC_COMPILE_CACHE": str(root / "cache")}
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "compiler", *args], cwd=root, env=env,
@@ -45,10 +50,10 @@ def run_obc(code: Path, root: Path, *args: str) -> tuple[float, int]:
     stderr = process.stderr.read().decode() if process.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"obc {' '.join(args)} failed:\n{stderr}")
-    return seconds, usage.ru_maxrss
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
-def one_round(code: Path, root: Path) -> dict[str, tuple[float, int]]:
+def one_round(code: Path, root: Path) -> dict[str, Taken]:
     for name in ("out", "cache"):
         shutil.rmtree(root / name, ignore_errors=True)
     return {"cold": run_obc(code, root, "compile", "runs", "-o", "out"),
@@ -69,16 +74,17 @@ def main() -> None:
             roots[name] = Path(tmp, name)
             make_runs(roots[name] / "runs", options.runs)
             compile_bytecode(sys.executable, code, obc_environment(code))
-        rounds: dict[str, list[dict[str, tuple[float, int]]]] = {name: [] for name in codes}
+        rounds: dict[str, list[dict[str, Taken]]] = {name: [] for name in codes}
         for _ in range(options.repeat):
             for name, code in codes.items():
                 rounds[name].append(one_round(code, roots[name]))
     report(options.runs, rounds)
 
 
-def report(runs: int, rounds: dict[str, list[dict[str, tuple[float, int]]]]) -> None:
-    print(f"{runs} run files, {os.cpu_count()} cores, median of {len(rounds['obc'])} rounds")
-    print(f"{'':<8}{'obc':>16}{'goal':>16}{'baseline':>18}")
+def report(runs: int, rounds: dict[str, list[dict[str, Taken]]]) -> None:
+    print(f"{runs} run files, {os.cpu_count()} cores, median of {len(rounds['obc'])} rounds, "
+          f"load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"{'':<8}{'obc: wall, CPU, peak':>26}{'goal':>16}{'baseline':>28}")
     for key, (goal_seconds, goal_mb) in GOALS.items():
         line = f"{key:<8}" + _cell(rounds["obc"], key) + f"{goal_seconds:>8.1f}s{goal_mb:>6}MB"
         if "baseline" in rounds:
@@ -86,10 +92,9 @@ def report(runs: int, rounds: dict[str, list[dict[str, tuple[float, int]]]]) -> 
         print(line)
 
 
-def _cell(results: list[dict[str, tuple[float, int]]], key: str) -> str:
-    seconds = statistics.median(r[key][0] for r in results)
-    peak = statistics.median(r[key][1] for r in results) / 1024
-    return f"{seconds:>8.2f}s{peak:>6.0f}MB"
+def _cell(results: list[dict[str, Taken]], key: str) -> str:
+    seconds, cpu, peak = (statistics.median(r[key][n] for r in results) for n in range(3))
+    return f"{seconds:>8.2f}s{cpu:>8.2f}s{peak / 1024:>6.0f}MB"
 
 
 if __name__ == "__main__":

@@ -110,15 +110,27 @@ def check_in_parts(texts: Iterable[str], store: Store, *, parallel: bool = True,
     """Return shellcheck's findings for each distinct text of `texts` and `whole`: a job's
     script in `texts` is checked in its two parts (parts.py), each finding at the script's
     line; the texts in `whole`, and those that embed no library, are checked whole. Both
-    in one run of shellcheck (or one per core)."""
-    # Each distinct text once: a chunk's scripts share a few shapes, and splitting one reads
-    # its every line.
-    parts = {**{text: split(text) for text in dict.fromkeys(texts)}, **dict.fromkeys(whole)}
+    in one run of shellcheck (or one per core). A script's findings are kept in `seen` as
+    well: splitting one reads its every line, and every chunk of a compile brings back the
+    same few shapes."""
+    seen = {} if seen is None else seen
+    known = {text: seen[key] for text in dict.fromkeys(texts)
+             if (key := _in_parts_key(text)) in seen}
+    parts = {**{text: split(text) for text in dict.fromkeys(texts) if text not in known},
+             **dict.fromkeys(whole)}
     found = check_texts([checked for text, pair in parts.items()
                          for checked in ([text] if pair is None else [p.text for p in pair])],
                         store, parallel=parallel, seen=seen)
-    return {text: found[text] if pair is None else _script_findings(pair, found)
-            for text, pair in parts.items()}
+    for text, pair in parts.items():
+        if pair is not None:
+            known[text] = seen[_in_parts_key(text)] = _script_findings(pair, found)
+    return {text: known[text] if text in known else found[text] for text in parts | known}
+
+
+def _in_parts_key(text: str) -> str:
+    """The key in `seen` of a script's findings checked in its parts (not a cache key: the
+    findings of its parts are kept by their own texts)."""
+    return digest("in parts", text)
 
 
 def _script_findings(pair: tuple[Part, Part], found: dict[str, tuple[Finding, ...]]) -> \

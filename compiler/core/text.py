@@ -37,6 +37,8 @@ def is_invisible(char: str) -> bool:
 def visible(text: str) -> str:
     """Return `text` with every character that does not show as itself (controls, separators
     but the space, invisible characters) escaped as Python would: `\\x1b`, `\\u202e`."""
+    if text.isascii() and text.isprintable():  # nearly every name: nothing to look at
+        return text
     return "".join(ascii(char)[1:-1] if not char.isprintable() or is_invisible(char) else char
                    for char in text)
 

@@ -25,6 +25,7 @@ from typing import Any
 from ..core.cache import FORMAT, Store, digest
 from ..core.project import source_name
 from ..core.resources import data_dir, schema_path
+from ..core.shell import LIBRARY_SECTION
 from ..read.load import MAX_FILE_BYTES, Mark, display_name
 from ..render.library import PART_ORDER, part_text
 
@@ -91,15 +92,18 @@ def lookup(reuse: Reuse, path: Path, project: Path, policy: str = "") -> \
         return None, None  # the compile proper reports it
     # Where the run file is named from and where it resolves to decide what it may embed and
     # how its header names it; its bytes, what it says.
-    key = digest(FORMAT, "outputs", reuse.context, display_name(path), source_name(path),
-                 os.path.abspath(path), os.path.realpath(path), str(project), policy, data)
+    names = display_name(path), source_name(path)
+    key = digest(FORMAT, "outputs", reuse.context, *names, os.path.abspath(path),
+                 os.path.realpath(path), str(project), policy, data)
     try:
-        return key, _reused(path, reuse.store.get(key))
+        return key, _reused(path, names, reuse.store.get(key))
     except (KeyError, TypeError, ValueError):  # a record from elsewhere, or damaged
         return key, None
 
 
-def _reused(path: Path, record: Any) -> list[Reused] | None:
+def _reused(path: Path, names: tuple[str, str], record: Any) -> list[Reused] | None:
+    """The files a record says the run file at `path` compiles to, named as `names` says
+    (diagnostics, the header); None if the record is not one, or its inputs changed."""
     if record is None or record["inputs"] != _input_prints(
             path.parent, [name for name, _, _ in record["inputs"]]):
         return None
@@ -111,23 +115,29 @@ def _reused(path: Path, record: Any) -> list[Reused] | None:
         if len(parts) != 2 or not all(_NAME.fullmatch(part) for part in parts) or \
                 text is None:
             return None
-        found.append(Reused(relative, text, int(mode), display_name(path), source_name(path),
-                            Mark(int(line), int(column))))
+        found.append(Reused(relative, text, int(mode), *names, Mark(int(line), int(column))))
     return found or None
 
 
 def _pieces(text: str) -> list[str | list[str]]:
     """`text` as a record keeps it: each library part it embeds as written, by its name
-    (`[name]`), the text between them as it is."""
+    (`[name]`), the text between them as it is. A part is looked for only where a section
+    line names it (each part's first line): the script is read once, not once a part."""
     pieces: list[str | list[str]] = []
     done = 0
-    for name in PART_ORDER:  # the order a script embeds them in
-        part = part_text(name)
-        at = text.find(part, done)
-        if at >= 0:
+    at = text.find(_SECTION_START)
+    while at >= 0:
+        section = LIBRARY_SECTION.match(text, at)
+        name = section.group(1) if section else ""
+        if name in PART_ORDER and text.startswith(part_text(name), at):
             pieces += [text[done:at], [name]]
-            done = at + len(part)
+            done = at + len(part_text(name))
+        at = text.find(_SECTION_START, max(done, at + 1))
     return [*pieces, text[done:]]
+
+
+# How a section line starts (LIBRARY_SECTION).
+_SECTION_START = "# --- obc's library: "
 
 
 def _text(pieces: Any) -> str | None:

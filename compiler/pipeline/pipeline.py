@@ -28,7 +28,7 @@ from ..read.load import Mark, Source, display_name
 from ..read.lockfile import read_lock, unpinned_images
 from ..read.sources import find_project
 from ..render.render import cache_templates, render_job, render_submit, render_sweep
-from ..render.shape import shape_of
+from ..render.shape import script_and_shape
 from ..render.stages import SubmitFile, build_submit
 from ..render.sweep import RUNS_TABLE, SWEEP_SCRIPT, Sweep, SweepFile, build_sweep, runs_table
 from ..sweep.expand import Expansion
@@ -301,12 +301,11 @@ def _render(setup: _Setup, built: Built, policy: Policy) -> Result:
     for source, job in built.jobs:
         if setup.pinned_by is not None:
             result.diagnostics += unpinned_images(source, job, setup.pinned_by)
-        text = render_job(job)
+        text, shape = script_and_shape(job) if setup.shapes else (render_job(job), None)
         problems = _script_size(source, job, text)
         result.diagnostics += problems
         if not problems:
-            result.scripts.append(Script(job, text, source.file, source.mark(("id",)),
-                                         shape_of(job, text) if setup.shapes else None,
+            result.scripts.append(Script(job, text, source.file, source.mark(("id",)), shape,
                                          Judgement(policy, tuple(judge(job, policy)))))
     if built.sweep is not None and built.jobs and len(result.scripts) == len(built.jobs):
         sweep = sweep_files(built.sweep, result.scripts, policy)

@@ -9,7 +9,6 @@ scalars, recording where each value and key came from.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..core.diagnostics import Diagnostic, ObcError, field_path
-from ..core.project import shown
+from ..core.project import relative_name
 from ..core.text import describe_character, find_invisible, quoted
 from .screen import (
     YAML_TAG,
@@ -74,7 +73,7 @@ def display_name(path: Path) -> str:
     """Return how a file is named in diagnostics and headers: relative, never absolute, and
     one line of visible text: bytes that are not UTF-8 as \\xe9, control and invisible
     characters as \\x1b or \\u202e (a name must not rewrite a terminal or the header)."""
-    return shown(Path(os.path.relpath(path.absolute())))
+    return relative_name(path)
 
 
 def load_source(path: Path) -> tuple[Source, list[Diagnostic]]:

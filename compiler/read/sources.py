@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.diagnostics import ObcError
-from ..core.project import git_work_tree
+from ..core.project import project_root
 
 # What one run file may embed, all its files together: an Axolotl config and a few plugins
 # are tens of KB. Checked against each file's size before it is read.
@@ -59,8 +59,7 @@ class Project:
 def find_project(run_file: Path, allowed: tuple[Path, ...] = ()) -> Project:
     """Return the project of `run_file`, found from where it is named (not where a link to it
     points), so that a link cannot move a run file into another project."""
-    folder = Path(os.path.abspath(run_file)).parent
-    return Project((git_work_tree(folder) or folder).resolve(), allowed)
+    return Project(project_root(Path(os.path.abspath(run_file)).parent), allowed)
 
 
 def allowed_folders(folders: Iterable[Path]) -> tuple[Path, ...]:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
+from types import GeneratorType
 from typing import Any
 
 import jinja2
@@ -57,7 +58,7 @@ class UnquotedValueError(TypeError):
 class Printer:
     """How values reach a script's text: quoted words, integers, comments, here-documents.
 
-    This one writes them as they are. A shape (shape.py) renders the same templates with a
+    This one writes them as they are. A shape (shape.py) is the same templates written by a
     printer of placeholders, so whatever the templates become, shapes follow them.
     """
 
@@ -82,8 +83,44 @@ _PRINTER = "obc_printer"
 _REAL = Printer()
 
 
-def _printer(context: jinja2.runtime.Context) -> Printer:
-    return context.get(_PRINTER) or _REAL
+class _Twin(ShellText):
+    """What two printers wrote of one value in a render that writes two texts at once
+    (render_twice): the real printer's text, and the other's as `other`. Jinja's str() of
+    an output keeps it whole."""
+
+    other: str
+
+    def __str__(self) -> str:
+        return self
+
+
+class _Twins:
+    """The printer of a render that writes two texts at once: the real one and `other`."""
+
+    def __init__(self, other: Printer) -> None:
+        self.other = other
+
+
+# One way to write a value: (printer, value) → its text.
+Write = Callable[[Printer, Any], str]
+
+
+def _write(context: jinja2.runtime.Context, write: Write, value: Any) -> ShellText:
+    """`value` written by the render's printer (see _written)."""
+    return _written(context.get(_PRINTER) or _REAL, write, value)
+
+
+def _written(printer: Printer | _Twins, write: Write, value: Any) -> ShellText:
+    """`value` written by `printer`; by both of a render of two texts, each writing the text
+    its own printer made of `value` (a here-document's body is the comment each wrote), in
+    the order of the template, as a render of its own would."""
+    if not isinstance(printer, _Twins):
+        return ShellText(write(printer, value))
+    if isinstance(value, GeneratorType):
+        value = list(value)  # lines made once, for both
+    twin = _Twin(write(_REAL, str.__str__(value) if isinstance(value, _Twin) else value))
+    twin.other = write(printer.other, value.other if isinstance(value, _Twin) else value)
+    return twin
 
 
 @jinja2.pass_context
@@ -92,51 +129,56 @@ def _finalize(context: jinja2.runtime.Context, value: Any) -> str:
         return value
     if isinstance(value, str):
         # As a plain str: a markupsafe.Markup would HTML-escape the quotes that quote() adds.
-        return _printer(context).word(str.__str__(value))
+        return _write(context, _word, str.__str__(value))
     if isinstance(value, int) and not isinstance(value, bool):
-        return _printer(context).number(value)
+        return _write(context, _number, value)
     raise UnquotedValueError(
         f"template printed {type(value).__name__} {value!r}: only strings (quoted on the way "
         "out), integers and ShellText from obc's filters can reach a script")
 
 
-@jinja2.pass_context
-def _words_filter(context: jinja2.runtime.Context, words: list[str]) -> ShellText:
-    return shell.join_words(words, _printer(context).word)
+def _word(printer: Printer, value: str) -> str:
+    return printer.word(value)
 
 
-@jinja2.pass_context
-def _path_filter(context: jinja2.runtime.Context, path: str) -> ShellText:
-    return shell.shell_path(path, _printer(context).word)
+def _number(printer: Printer, value: int) -> str:
+    return printer.number(value)
 
 
-@jinja2.pass_context
-def _run_dir_filter(context: jinja2.runtime.Context, job: Job) -> ShellText:
+def _words(printer: Printer, words: list[str]) -> str:
+    return shell.join_words(words, printer.word)
+
+
+def _path(printer: Printer, path: str) -> str:
+    return shell.shell_path(path, printer.word)
+
+
+def _run_dir(printer: Printer, job: Job) -> str:
     """The job's run dir as its script writes it (Job.run_dir_base)."""
-    word = _printer(context).word
     if job.run_dir_base is None:
-        return shell.shell_path(job.run_dir, word)
-    return ShellText(shell.shell_path(job.run_dir_base, word) + '/"$OBC_JOB"')
+        return shell.shell_path(job.run_dir, printer.word)
+    return shell.shell_path(job.run_dir_base, printer.word) + '/"$OBC_JOB"'
 
 
-@jinja2.pass_context
-def _sourced_path_filter(context: jinja2.runtime.Context, path: str) -> ShellText:
-    return shell.sourced_path(path, _printer(context).word)
+def _sourced_path(printer: Printer, path: str) -> str:
+    return shell.sourced_path(path, printer.word)
 
 
-@jinja2.pass_context
-def _comment_filter(context: jinja2.runtime.Context, lines: list[str]) -> ShellText:
-    return _printer(context).comment(lines)
+def _comment_lines(printer: Printer, lines: Iterable[str]) -> str:
+    return printer.comment(lines)
 
 
-@jinja2.pass_context
-def _heredoc_filter(context: jinja2.runtime.Context, body: str) -> ShellText:
-    return _printer(context).heredoc(body)
+def _heredoc_body(printer: Printer, body: str) -> str:
+    return printer.heredoc(body)
 
 
-@jinja2.pass_context
-def _sbatch_filter(context: jinja2.runtime.Context, job_slurm: Any) -> ShellText:
-    return _printer(context).sbatch(job_slurm)
+def _sbatch(printer: Printer, job_slurm: Any) -> str:
+    return printer.sbatch(job_slurm)
+
+
+def _filter(write: Write) -> Callable[[jinja2.runtime.Context, Any], ShellText]:
+    """The template filter that writes its value with `write` (see _write)."""
+    return jinja2.pass_context(lambda context, value: _write(context, write, value))
 
 
 def _comment(lines: Iterable[str]) -> ShellText:
@@ -221,16 +263,16 @@ def _environment() -> jinja2.Environment:
     # Jinja's HTML-safety marker means nothing in a shell script.
     del env.filters["safe"]
     env.filters.update(
-        words=_words_filter,
-        path=_path_filter,
-        run_dir=_run_dir_filter,
+        words=_filter(_words),
+        path=_filter(_path),
+        run_dir=_filter(_run_dir),
         path_variables=shell.path_variables,
-        sourced_path=_sourced_path_filter,
-        comment=_comment_filter,
-        heredoc=_heredoc_filter,
+        sourced_path=_filter(_sourced_path),
+        comment=_filter(_comment_lines),
+        heredoc=_filter(_heredoc_body),
         expansion=_expansion,
         value_if_set=_value_if_set,
-        sbatch=_sbatch_filter,
+        sbatch=_filter(_sbatch),
     )
     env.globals.update(
         plain_chars=ShellText(shell.PLAIN_CHARS),
@@ -252,11 +294,23 @@ def _environment() -> jinja2.Environment:
 
 def render_job(job: Job, printer: Printer = _REAL) -> str:
     """Return the job.sh of `job`, its values written by `printer`."""
+    return "".join(_job_pieces(job, printer))
+
+
+def render_twice(job: Job, other: Printer) -> tuple[str, str]:
+    """Return the job.sh of `job`, and the same written by `other` (its shape), in one
+    render: the templates are gone through once, each value written by both printers."""
+    pieces = list(_job_pieces(job, _Twins(other)))
+    return "".join(pieces), "".join(getattr(piece, "other", piece) for piece in pieces)
+
+
+def _job_pieces(job: Job, printer: Printer | _Twins) -> Iterator[str]:
+    """The pieces of the job.sh of `job` in order, its values written by `printer`."""
     template = _environment().get_template(_TEMPLATES[type(job.runtime)])
     groups = settings(job)
     off = [name for group in groups if all(value == "" for _, value in group)
            for name, _ in group]
-    text = template.render(
+    yield from template.generate(
         job=job, generated_line=f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.",
         library_line=library_line(job), help_lines=_when_written(help_lines, job),
         parts=library_parts(job), main_call=ShellText(MAIN_CALL),
@@ -266,7 +320,7 @@ def render_job(job: Job, printer: Printer = _REAL) -> str:
         settings_off=ShellText(" ".join(f"{name}=''" for name in off)),
         **{_PRINTER: printer})
     # The job's meaning, last: `obc plan` reads it back from the script on disk.
-    return f"{text}\n{printer.comment(_when_written(record_lines, job))}\n"
+    yield from ("\n", _written(printer, _comment_lines, _when_written(record_lines, job)), "\n")
 
 
 def _when_written(lines: Callable[[Job], list[str]], job: Job) -> Iterator[str]:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from ..core import shell
 from ..core.shell import ShellText
 from ..model.job import Job
-from .render import Printer, render_job
+from .render import Printer, render_twice
 
 # A comment that shellcheck reads as a directive (Parser.hs, `readAnnotationPrefix`).
 _DIRECTIVE = re.compile("#[ \t\u00a0\u200b]*shellcheck[^\n]*")
@@ -41,15 +41,21 @@ _LETTERS = {"A": "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "a": "abcdefghijklmnopqrstuvwxyz"
 _SHAPES: dict[str, str] = {}
 
 
-def shape_of(job: Job, text: str) -> str | None:
-    """Return the shape of `job`, whose script is `text`; None if no shape can stand for it."""
+def script_and_shape(job: Job) -> tuple[str, str | None]:
+    """Return the script of `job` and its shape, in one render; None for the shape if no
+    shape can stand for the script."""
+    text, shape = render_twice(job, shape_printer(job))
+    if _DIRECTIVE.findall(shape) != _DIRECTIVE.findall(text):
+        return text, None
+    return text, _SHAPES.setdefault(shape, shape)
+
+
+def shape_printer(job: Job) -> ShapePrinter:
+    """The printer that writes the shape of `job`'s script."""
     # The hashes the model derives (the training inputs) are values too, of letters and
     # digits only: each distinct one gets a placeholder of its own, whatever its digits.
     hashes = (job.training_inputs, *(job.step_inputs(step) for step in job.steps))
-    shape = render_job(job, ShapePrinter(job_strings(job), hashes))
-    if _DIRECTIVE.findall(shape) != _DIRECTIVE.findall(text):
-        return None
-    return _SHAPES.setdefault(shape, shape)
+    return ShapePrinter(job_strings(job), hashes)
 
 
 class ShapePrinter(Printer):
@@ -100,7 +106,7 @@ class ShapePrinter(Printer):
             return self.number(int(value))
         if value in self.placeholders:
             return self.placeholders[value]
-        if _AS_WRITTEN.fullmatch(value) or not any(v in value for v in self.values):
+        if _AS_WRITTEN.fullmatch(value) or not self._holds_a_value(value):
             chosen = value  # a name, or the templates' own text
         else:
             chosen = next(candidate for candidate in _variants(value)
@@ -108,6 +114,10 @@ class ShapePrinter(Printer):
         self.placeholders[value] = chosen
         self.taken.add(chosen)
         return chosen
+
+    def _holds_a_value(self, value: str) -> bool:
+        """Whether `value` holds one of the job's strings (most words are one, whole)."""
+        return value in self.values or any(v in value for v in self.values)
 
 
 def job_strings(value: object) -> Iterator[str]:

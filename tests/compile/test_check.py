@@ -143,3 +143,27 @@ def test_format_json_with_diff_keeps_stdout_json(drifted, obc):
     outcome = obc("compile", "examples", "-o", "out", "--check", "--diff", "--format", "json")
     assert len(json.loads(outcome.stdout)) == 4
     assert "--- /dev/null\n+++ out/native-venv/job.sh\n" in outcome.stderr
+
+
+def test_one_byte_inside_a_library_part_of_one_of_many_scripts_is_drift(tmp_path, obc,
+                                                                         monkeypatch):
+    # --check reads the scripts of unchanged run files back from their records, which keep
+    # the library by name: a byte edited in the library, in one script of a few hundred,
+    # must still be found where it stands.
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for n in range(300):
+        (runs / f"r{n}.yaml").write_text(f"version: 1\nid: r{n}\nruntime: {{kind: native}}\n"
+                                         f"steps: [{{name: a, run: [echo, '{n}']}}]\n")
+    assert obc("compile", "runs", "-o", "out").code == 0
+    script = tmp_path / "out" / "r137" / "job.sh"
+    data = bytearray(script.read_bytes())
+    at = data.index(b"\nobc_main() {") + 5  # inside the library's part main
+    data[at] ^= 1
+    script.write_bytes(bytes(data))
+    outcome = obc("compile", "runs", "-o", "out", "--check")
+    line = data[:at].count(b"\n") + 1
+    assert outcome.code == 1
+    assert outcome.stderr.splitlines()[:-1] == [
+        f"out/r137/job.sh:{line}:1: error: differs from what compile would write"]

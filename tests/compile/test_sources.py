@@ -19,6 +19,7 @@ from compiler.core import project
 from compiler.pipeline import pipeline
 from compiler.pipeline.pipeline import compile_files
 from compiler.read import sources
+from compiler.read.load import display_name
 from tests.compile.diagnostics.corpus import unblocked
 from tests.compile.diagnostics.harness import run_obc
 
@@ -79,6 +80,52 @@ def test_a_compile_looks_for_each_folder_s_work_tree_once(tmp_path, monkeypatch)
         (tmp_path / "repo" / ".git").rmdir()  # seen by the next compile, not this one
         assert project.git_work_tree(tmp_path / "repo" / "runs") == tmp_path / "repo"
     assert project.git_work_tree(tmp_path / "repo" / "runs") is None
+
+
+def test_a_compile_resolves_each_folder_s_project_once(tmp_path, monkeypatch):
+    # Its policy, its record in the cache and its embedded files each ask for a run file's
+    # project: three resolves of one folder for each of ten thousand run files.
+    runs = [run_file(tmp_path / "repo" / "runs" / f"r{n}.yaml", {}, f"r{n}") for n in range(3)]
+    (tmp_path / "repo" / ".git").mkdir()
+    resolved = []
+    real = Path.resolve
+    monkeypatch.setattr(Path, "resolve", lambda path, *a: resolved.append(path) or real(path, *a))
+    assert not compile_files(runs, tmp_path / "out").diagnostics
+    assert resolved.count(tmp_path / "repo") == 1
+
+
+def test_a_compile_names_each_folder_once_not_each_run_file_in_it(tmp_path, monkeypatch):
+    # A run file is named in diagnostics and in its script's header, each a relpath of its
+    # absolute path: 10,000 run files in one folder made 40,000 of them for --check.
+    def relpaths(count: int) -> int:
+        for n in range(count):
+            run_file(tmp_path / f"repo{count}" / "runs" / f"r{n}.yaml", {}, f"r{n}")
+        (tmp_path / f"repo{count}" / ".git").mkdir()
+        made = []
+        real = os.path.relpath
+        monkeypatch.setattr(os.path, "relpath", lambda *a: made.append(a) or real(*a))
+        assert not compile_files([tmp_path / f"repo{count}" / "runs"],
+                                 tmp_path / f"out{count}").diagnostics
+        monkeypatch.setattr(os.path, "relpath", real)
+        return len(made)
+
+    assert relpaths(2) == relpaths(6)
+
+
+@pytest.mark.parametrize("name", [
+    "r.yaml", "./r.yaml", "x/../r.yaml", "../r.yaml", "../../../r.yaml", "/r.yaml", "/", "..",
+    "\u00e9\u202e/r.yaml", os.fsdecode(b"\xff/r.yaml"), "sub dir/r.yaml", "../other/r.yaml"])
+def test_a_name_made_from_its_folder_s_is_the_name_made_whole(tmp_path, monkeypatch, name):
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    (tmp_path / "repo" / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "repo" / "here")
+    path = Path(name)
+    whole = project.shown(Path(os.path.relpath(path.absolute())))
+    in_tree = project.shown(Path(os.path.relpath(
+        path.absolute(), project.git_work_tree(path.parent) or Path.cwd())))
+    for _ in range(2):
+        with project.one_tree():
+            assert [display_name(path), project.source_name(path)] * 2 == [whole, in_tree] * 2
 
 
 def test_a_dot_git_file_marks_a_work_tree_too(tmp_path, monkeypatch):

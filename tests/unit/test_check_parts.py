@@ -120,6 +120,18 @@ def test_scripts_of_one_shape_are_split_once(tmp_path, monkeypatch):
     assert (splits, found) == ([text], {text: ()})
 
 
+def test_a_shape_is_split_once_in_a_process_not_once_a_chunk(tmp_path, monkeypatch):
+    # 10,000 run files are 157 chunks of the same few shapes: splitting each shape again in
+    # every chunk was a sixth of a cold compile.
+    text = compile_text(tmp_path, "version: 1\nid: j\nruntime: {kind: native}\n"
+                                  "steps: [{name: a, run: [echo]}]\n")
+    splits = []
+    monkeypatch.setattr(shellcheck, "split", lambda text: splits.append(text) or split(text))
+    seen = {}
+    found = [check_in_parts([text], STORE, parallel=False, seen=seen) for _ in range(3)]
+    assert (splits, found) == ([text], [{text: ()}] * 3)
+
+
 def test_the_parts_read_the_same_in_every_process():
     # The cache knows a check by its text: a summary in another order would check the
     # library again in each new process.

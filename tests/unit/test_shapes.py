@@ -11,12 +11,14 @@ import re
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from jinja2 import Template
 
 from compiler.check.shellcheck import check_texts
 from compiler.core.cache import Store
 from compiler.pipeline.build import build_jobs
+from compiler.pipeline.pipeline import Options, compile_files
 from compiler.render.render import render_job
-from compiler.render.shape import ShapePrinter, shape_of
+from compiler.render.shape import ShapePrinter, script_and_shape, shape_printer
 from tests.conftest import compile_text
 
 FRAGMENTS = (
@@ -119,8 +121,7 @@ def test_every_code_a_script_gets_its_shape_gets(run, tmp_path_factory):
     event(f"runtime: {data['runtime']['kind']}")
     event(f"checkpoints: {job.checkpoints is not None}, slurm: {job.slurm is not None}, "
           f"retry: {job.retry is not None}")
-    text = render_job(job)
-    shape = shape_of(job, text)
+    text, shape = script_and_shape(job)
     if shape is None:
         event("no shape: a value reads as a directive")
         assert "shellcheck" in json.dumps(data, ensure_ascii=False) + content
@@ -131,6 +132,35 @@ def test_every_code_a_script_gets_its_shape_gets(run, tmp_path_factory):
     event(f"codes of the script without the file-wide disables: {sorted(codes[2])}")
     assert codes[0] <= codes[1], (codes, text)
     assert codes[2] <= codes[3], (codes, text)
+
+
+@settings(derandomize=True, database=None, max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(run=run_files())
+def test_a_script_and_its_shape_in_one_render_are_the_two_renders(run, tmp_path_factory):
+    # The shape was a second render of the job, a sixth of a cold compile: one render now
+    # writes each value with both printers, and must write what each alone writes.
+    data, content = run
+    root = tmp_path_factory.mktemp("twice")
+    (root / "notes.txt").write_text(content, encoding="utf-8")
+    (root / "run.yaml").write_text(json.dumps(data), encoding="utf-8")
+    built = build_jobs(root / "run.yaml", {})
+    assume(built.jobs)
+    ((_, job),) = built.jobs
+    text, shape = script_and_shape(job)
+    assert text == render_job(job)
+    assert shape in (render_job(job, shape_printer(job)), None)
+
+
+def test_a_script_and_its_shape_are_one_render(tmp_path, monkeypatch):
+    rendered = []
+    real = Template.generate
+    monkeypatch.setattr(Template, "generate",
+                        lambda self, *a, **k: rendered.append(self.name) or real(self, *a, **k))
+    (tmp_path / "run.yaml").write_text("version: 1\nid: j\nruntime: {kind: native}\n"
+                                       "steps: [{name: a, run: [echo]}]\n")
+    result = compile_files([tmp_path / "run.yaml"], tmp_path / "out", Options(cache=False))
+    assert (rendered, [bool(s.shape) for s in result.scripts]) == (["native.sh.j2"], [True])
 
 
 def test_scripts_that_differ_only_in_values_have_one_shape(tmp_path):
@@ -145,7 +175,8 @@ trainer: {{axolotl: {{config: {{base_model: m, learning_rate: 0.000{i + 1}}}}}}}
 env: {{WANDB_RUN_NAME: "run {i}"}}
 """)
         ((_, job),) = build_jobs(tmp_path / "run.yaml", {}).jobs
-        shapes.add(shape_of(job, text))
+        assert script_and_shape(job)[0] == text
+        shapes.add(script_and_shape(job)[1])
     assert len(shapes) == 1
 
 
