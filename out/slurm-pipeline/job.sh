@@ -10,13 +10,13 @@
 #SBATCH --signal=B:USR1@120
 #SBATCH --requeue
 #SBATCH --open-mode=append
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f7ccb088fb6e7605e02a7db7d399639518d67c6bbac2ac3c485a6c774d7e0241, retry sha256:8a3450d3c4c03469a1ebebddaef2fef8f11d71d017c417950a2885431d59f633, requeue sha256:c64d7fc3253a328cf8d09cfc6110c692bcdb7b67c7192f5da3c259f5c0f2a75c, notify sha256:32cbf78b51163d31afddcdd7034ffeeb0341ed26595a2f3da19def532ad0f184, health sha256:e98fed2889ff11e082aa1b6e985792fdcbc76a7df21b74e6ae0759e05bf82255, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f7ccb088fb6e7605e02a7db7d399639518d67c6bbac2ac3c485a6c774d7e0241, retry sha256:8a3450d3c4c03469a1ebebddaef2fef8f11d71d017c417950a2885431d59f633, requeue sha256:c64d7fc3253a328cf8d09cfc6110c692bcdb7b67c7192f5da3c259f5c0f2a75c, notify sha256:32cbf78b51163d31afddcdd7034ffeeb0341ed26595a2f3da19def532ad0f184, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
 obc_help() {
   sed -e 's/^#//' -e 's/^ //' <<'OBC_EOF'
-# | Preprocess on a CPU partition, train on a GPU node that passed its health check, then evaluate on one GPU: three Slurm jobs that submit.sh chains, each after the one before succeeded; a webhook hears of failures, requeues and the end.
+# | Preprocess on a CPU partition, train on eight GPUs, then evaluate on one: three Slurm jobs that submit.sh chains, each after the one before succeeded; a webhook hears of failures, requeues and the end.
 #
 # job         slurm-pipeline
 # stages      ../slurm-pipeline/submit.sh submits each as a Slurm job of its own, in order;
@@ -25,7 +25,7 @@ obc_help() {
 #             2. train: train  (../slurm-pipeline-train/job.sh)
 #             3. eval: eval  (../slurm-pipeline-eval/job.sh)
 # obc         0.3.0
-# inputs      sha256:25db0c898bae4a3364737ae661d74962059b6bf2263eadb07402fb78527b25f6
+# inputs      sha256:2ead3839802d67c9747eaca7add68dfade6a0285c8140170361a122966275fc2
 # runtime     native, programs from /shared/venvs/axolotl/bin (activated: first on PATH, VIRTUAL_ENV), then PATH
 # gpus        8 GPUs × 1 node, given by Slurm
 # slurm       sbatch job.sh: 1 node, 8 GPUs each
@@ -46,8 +46,6 @@ obc_help() {
 #             TERM, then KILL after 60 s
 #             at the time limit (USR1): requeued, up to 3 times
 # retry       a lost node, a network error or preemption (never out of memory or a config error; docs/retry.md): up to 2 times, by requeueing
-# health      before the first step, on the node: nvidia-smi lists at least 8 GPUs, none with uncorrectable ECC errors; an all-reduce across every rank ends within 120 s (.obc/health.py)
-#             a node that fails it is excluded and the job requeued, up to 3 times; then exit 3
 # notify      on step_failed, requeued, done, gave_up: POSTs the event's JSON to the URL in $TEAM_WEBHOOK (curl)
 #             given up after 6 s; never changes the exit code
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
@@ -77,9 +75,8 @@ retry||a network or NCCL error|ncclSystemError|ncclRemoteError|ncclInternalError
 retry|143|stopped by TERM from outside the job (a node shutting down, preemption)|'
 OBC_NOTIFY_ON='step_failed requeued done gave_up' OBC_NOTIFY_URL='' OBC_NOTIFY_URL_SECRET=TEAM_WEBHOOK OBC_NOTIFY_SECONDS=5
 OBC_TIME_LIMIT_SIGNAL=USR1 OBC_MAX_RESTARTS=3
-OBC_HEALTH_TIMEOUT=120 OBC_HEALTH_GPUS=8 OBC_HEALTH_REQUEUE=3
 OBC_TERM_GROUP=1
-OBC_NODE_STEPS=''
+OBC_NODE_STEPS='' OBC_HEALTH_TIMEOUT=''
 
 # obc_step_command RUNNER PROGRAM [ARG...]: hands RUNNER the whole command of a step: the
 # program under env(1), which gives it the job's environment and leaves the script's alone.
@@ -153,63 +150,6 @@ gradient_checkpointing: true
 dynamic_checkpoint:
   enabled: true
   check_interval: 1
-OBC_EOF
-  # The health check's all-reduce (health:; templates/health.py), which every node runs.
-  obc_write_file .obc/health.py <<'OBC_EOF'
-# obc's health check (docs/preflight.md): a short all-reduce across every rank of the job,
-# which each node runs in the job's runtime, where torch is: one rank per GPU torch sees
-# (nccl), or one rank on a node without (gloo). Each rank adds 1, so every rank must get the
-# world size back. Started as `python3 .obc/health.py SECONDS NODES NODE_RANK`, it ends
-# within SECONDS: each of its processes is killed by SIGALRM then (exit code 142), whatever
-# it waits for. On several nodes the ranks meet at MASTER_ADDR:MASTER_PORT (the job's
-# rendezvous); on one, in a file of their own.
-import signal
-import sys
-
-# First of all: torch's import alone may take long (in a spawned rank too, which imports
-# this file again with the same arguments).
-signal.alarm(int(sys.argv[1]))
-
-import datetime
-import os
-import tempfile
-
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-
-
-def rank_main(local_rank, local_ranks, seconds, nodes, node_rank, store_file):
-    rank = node_rank * local_ranks + local_rank
-    world_size = nodes * local_ranks
-    gpu = torch.cuda.is_available()
-    backend = "nccl" if gpu else "gloo"
-    where = dict(init_method="env://") if nodes > 1 else \
-        dict(store=dist.FileStore(store_file, world_size))
-    dist.init_process_group(backend, rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=seconds), **where)
-    ones = torch.ones(1, device=f"cuda:{local_rank}" if gpu else "cpu")
-    dist.all_reduce(ones)
-    dist.destroy_process_group()
-    if int(ones.item()) != world_size:
-        sys.exit(f"the all-reduce across {world_size} ranks summed to {ones.item()}")
-    if local_rank == 0:
-        ranks = f"{world_size} rank" + ("s" if world_size > 1 else "")
-        print(f"obc: health: node {node_rank + 1} of {nodes}: the all-reduce across {ranks} "
-              f"({backend}) is done", file=sys.stderr)
-
-
-def main():
-    seconds, nodes, node_rank = (int(word) for word in sys.argv[1:4])
-    local_ranks = torch.cuda.device_count() if torch.cuda.is_available() else 1
-    with tempfile.TemporaryDirectory() as folder:
-        store_file = os.path.join(folder, "store")
-        mp.spawn(rank_main, args=(local_ranks, seconds, nodes, node_rank, store_file),
-                 nprocs=local_ranks)
-
-
-if __name__ == "__main__":
-    main()
 OBC_EOF
 }
 
@@ -1623,107 +1563,6 @@ obc_notify_post() {
     -H 'Content-Type: application/json' --data-binary "@$OBC_TMP/notify.json" 2>/dev/null
 }
 
-# --- obc's library: health -------------------------------------------------------------
-# health: (docs/preflight.md): before the first step, every node checks its GPUs with
-# nvidia-smi (at least OBC_HEALTH_GPUS of them) and runs its ranks of a short all-reduce
-# across the job (.obc/health.py, which the job's obc_files writes) within
-# OBC_HEALTH_TIMEOUT seconds. A node that fails says why, naming itself, and the job ends
-# with exit 3; under Slurm, with OBC_HEALTH_REQUEUE (slurm.max_restarts), the node is first
-# added to the job's excluded nodes and the job requeued.
-
-# obc_gpu_count N: `N GPU` or `N GPUs`.
-obc_gpu_count() {
-  if [ "$1" -eq 1 ]; then echo "1 GPU"; else echo "$1 GPUs"; fi
-}
-
-# obc_check_gpus EXPECTED: true if nvidia-smi lists at least EXPECTED GPUs (0: no check),
-# none with uncorrectable ECC errors since the driver loaded (a GPU that does not count them
-# says [N/A], and passes); else sets OBC_HEALTH_PROBLEM to what is wrong.
-obc_check_gpus() {
-  [ "$1" -gt 0 ] || return 0
-  if ! obc_which nvidia-smi "$PATH" >/dev/null; then
-    OBC_HEALTH_PROBLEM="expected $(obc_gpu_count "$1"), but nvidia-smi is not on PATH"
-    return 1
-  fi
-  OBC_CODE=0
-  OBC_REST=$(nvidia-smi --query-gpu=index,ecc.errors.uncorrected.volatile.total \
-    --format=csv,noheader,nounits 2>/dev/null) || OBC_CODE=$?
-  OBC_COUNT=0 OBC_HEALTH_PROBLEM=
-  while IFS=', ' read -r OBC_WORD OBC_VALUE; do
-    case $OBC_WORD in '' | *[!0-9]*) continue ;; esac
-    OBC_COUNT=$((OBC_COUNT + 1))
-    case $OBC_VALUE in
-      '' | *[!0-9]* | 0) ;;
-      *) OBC_HEALTH_PROBLEM="${OBC_HEALTH_PROBLEM:+$OBC_HEALTH_PROBLEM; }GPU $OBC_WORD has $OBC_VALUE uncorrectable ECC errors" ;;
-    esac
-  done <<EOF
-$OBC_REST
-EOF
-  if [ "$OBC_COUNT" -lt "$1" ]; then
-    OBC_HEALTH_PROBLEM="expected $(obc_gpu_count "$1"), nvidia-smi lists $OBC_COUNT"
-    [ "$OBC_CODE" -eq 0 ] || OBC_HEALTH_PROBLEM="$OBC_HEALTH_PROBLEM (it exited with $OBC_CODE)"
-  fi
-  [ -z "$OBC_HEALTH_PROBLEM" ]
-}
-
-# obc_check_node NODES RANK: this node's check, node RANK of NODES: its GPUs, then its ranks
-# of the all-reduce, started in the job's runtime (obc_step_command) and waited for. Returns
-# 0, or says why it failed, naming the node, and returns 3.
-obc_check_node() {
-  if obc_check_gpus "$OBC_HEALTH_GPUS"; then
-    obc_step_command obc_start python3 .obc/health.py "$OBC_HEALTH_TIMEOUT" "$1" "$2"
-    OBC_STATUS=0
-    wait "$OBC_CHILD" || OBC_STATUS=$?
-    OBC_CHILD=
-    # Ended by its SIGALRM (14): 128+14, as ksh93 says it 256+14, as yash 384+14.
-    case $OBC_STATUS in
-      0) return 0 ;;
-      142 | 270 | 398) OBC_HEALTH_PROBLEM="the all-reduce did not end within $OBC_HEALTH_TIMEOUT s (health.timeout)" ;;
-      *) OBC_HEALTH_PROBLEM="the all-reduce failed with exit code $OBC_STATUS" ;;
-    esac
-  fi
-  obc_say "$OBC_JOB: health check failed on $(obc_host): $OBC_HEALTH_PROBLEM"
-  return 3
-}
-
-# The health check, after the rendezvous: on every node of a Slurm job with steps on every
-# node (each node's task runs obc_check_node: obc_node_task), else here. A node that failed
-# is excluded and the job requeued, if it may; else the job ends with exit 3.
-# shellcheck disable=SC2034 # OBC_NODE_HEALTH is read by obc_node_tasks, if the job has it
-obc_health() {
-  if [ -n "$OBC_DRY_RUN" ]; then
-    OBC_WORD=
-    [ "$OBC_HEALTH_GPUS" -eq 0 ] ||
-      OBC_WORD="nvidia-smi lists at least $(obc_gpu_count "$OBC_HEALTH_GPUS"), none with uncorrectable ECC errors; "
-    obc_say "health check on every node: ${OBC_WORD}an all-reduce across every rank within $OBC_HEALTH_TIMEOUT s (python3 .obc/health.py)"
-    return 0
-  fi
-  if [ -n "${SLURM_JOB_ID:-}" ] && obc_runs_node_tasks; then
-    OBC_NODE_HEALTH=1
-    obc_node_tasks obc_start
-    OBC_NODE_HEALTH='' OBC_STATUS=0
-    wait "$OBC_CHILD" || OBC_STATUS=$?
-    OBC_CHILD=
-    [ "$OBC_STATUS" -ne 0 ] || return 0
-    # The node that failed first, as its task recorded it: `RANK CODE NODE`.
-    OBC_WORD=$(readlink -- "$OBC_TMP/failed" 2>/dev/null) || OBC_WORD='? ? a node'
-    rm -f -- "$OBC_TMP/failed"
-    OBC_WORD=${OBC_WORD#* } OBC_WORD=${OBC_WORD#* }
-  else
-    obc_check_node 1 0 && return 0
-    OBC_WORD=$(obc_host)
-  fi
-  if [ -n "$OBC_HEALTH_REQUEUE" ]; then
-    # Slurm stops a job it requeues at once (TERM), and changes its excluded nodes only
-    # after: the job ignores the signals it would stop on until it has done both.
-    # shellcheck disable=SC2086 # OBC_SIGNALS is split on purpose
-    trap '' $OBC_SIGNALS
-    obc_requeue "$OBC_HEALTH_REQUEUE" "the health check failed on $OBC_WORD" "$OBC_WORD"
-  fi
-  obc_status failed 3
-  obc_exit 3
-}
-
 # --- obc's library: native -------------------------------------------------------------
 # Native steps: each runs on this machine, its program found on PATH, the venv's first
 # (OBC_VENV, when the job has one).
@@ -1836,4 +1675,4 @@ obc_stop_step() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"slurm-pipeline","source_file":"examples/slurm-pipeline.yaml","obc_version":"0.3.0","description":{"sha256":"fe2a81410eb134a5b5b23aa8e94d7977ab0c92ea78f3f206a2e8b60cf8057a45"},"runtime":{"type":"native","venv":"/shared/venvs/axolotl","env_file":null},"gpus":"all","run_dir":"/shared/runs/slurm-pipeline","cache_dir":"/shared/hf-cache","shared":false,"steps":{"preprocess":{"argv":["axolotl","preprocess","axolotl.yaml"],"nodes":"first"},"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"},"eval":{"argv":["axolotl","evaluate","axolotl.yaml"],"nodes":"first"}},"files":{"axolotl.yaml":{"content":{"sha256":"0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},"origin":"configs/llama3-qlora.yaml","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"slurm-pipeline","output":"%x-%j.out","signal":"B:USR1@120","requeue":false,"nodes":1,"gpus_per_node":8,"cpus_per_task":null,"partition":"gpu","account":null,"qos":null,"time":"08:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":3,"requeues_itself":true,"torchrun_step":"train","torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","trainer_title":"Axolotl","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume","prepared_dir":"prepared"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":{"exit_codes":[],"max":2},"inputs":"sha256:25db0c898bae4a3364737ae661d74962059b6bf2263eadb07402fb78527b25f6","sweep":null,"launcher":null,"health":{"gpus":8,"timeout":120,"requeue":true},"stages":{"preprocess":{"steps":{"preprocess":{"argv":["axolotl","preprocess","axolotl.yaml"],"nodes":"first"}},"slurm":{"job_name":"slurm-pipeline-preprocess","output":"%x-%j.out","signal":"B:USR1@120","requeue":false,"nodes":1,"gpus_per_node":0,"cpus_per_task":32,"partition":"cpu","account":null,"qos":null,"time":"02:00:00","mem":"128G","constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":3,"requeues_itself":true,"torchrun_step":"train","torchrun_program_step":null},"gpus":"none"},"train":{"steps":{"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"}},"slurm":{"job_name":"slurm-pipeline-train","output":"%x-%j.out","signal":"B:USR1@120","requeue":false,"nodes":1,"gpus_per_node":8,"cpus_per_task":null,"partition":"gpu","account":null,"qos":null,"time":"08:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":3,"requeues_itself":true,"torchrun_step":"train","torchrun_program_step":null},"gpus":"all"},"eval":{"steps":{"eval":{"argv":["axolotl","evaluate","axolotl.yaml"],"nodes":"first"}},"slurm":{"job_name":"slurm-pipeline-eval","output":"%x-%j.out","signal":"B:USR1@120","requeue":false,"nodes":1,"gpus_per_node":1,"cpus_per_task":null,"partition":"gpu","account":null,"qos":null,"time":"01:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":3,"requeues_itself":true,"torchrun_step":"train","torchrun_program_step":null},"gpus":"all"}},"stage":null,"notify":{"events":["step_failed","requeued","done","gave_up"],"command":[],"url":null,"url_secret":"TEAM_WEBHOOK"}}
+# {"id":"slurm-pipeline","source_file":"examples/slurm-pipeline.yaml","obc_version":"0.3.0","description":{"sha256":"9d3fb92ac87ddcdf67ecfc4cafaa10d2c7cba1d9c0187db54cef50006f307d1a"},"runtime":{"type":"native","venv":"/shared/venvs/axolotl","env_file":null},"gpus":"all","run_dir":"/shared/runs/slurm-pipeline","cache_dir":"/shared/hf-cache","shared":false,"steps":{"preprocess":{"argv":["axolotl","preprocess","axolotl.yaml"],"nodes":"first"},"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"},"eval":{"argv":["axolotl","evaluate","axolotl.yaml"],"nodes":"first"}},"files":{"axolotl.yaml":{"content":{"sha256":"0b87135fa6167a38630cf323b22bee2914cd1e102e2b295aaf12156246b82df3"},"origin":"configs/llama3-qlora.yaml","obc_adds":{"dynamic_checkpoint.enabled":"true","dynamic_checkpoint.check_interval":"1"}}},"env":{"AXOLOTL_DO_NOT_TRACK":"1","WANDB_RESUME":"allow"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"slurm-pipeline","output":"%x-%j.out","signal":"B:USR1@120","requeue":false,"nodes":1,"gpus_per_node":8,"cpus_per_task":null,"partition":"gpu","account":null,"qos":null,"time":"08:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":3,"requeues_itself":true,"torchrun_step":"train","torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"output","host_base":null,"host_rest":"output","resume":"same-inputs","trainer_title":"Axolotl","resume_flag":"--resume-from-checkpoint","resume_field":"trainer.axolotl.resume","prepared_dir":"prepared"},"on_signal":{"grace":45,"trigger":"axolotl_checkpoint.save"},"retry":{"exit_codes":[],"max":2},"inputs":"sha256:2ead3839802d67c9747eaca7add68dfade6a0285c8140170361a122966275fc2","sweep":null,"launcher":null,"health":null,"stages":{"preprocess":{"steps":{"preprocess":{"argv":["axolotl","preprocess","axolotl.yaml"],"nodes":"first"}},"slurm":{"job_name":"slurm-pipeline-preprocess","output":"%x-%j.out","signal":"B:USR1@120","requeue":false,"nodes":1,"gpus_per_node":0,"cpus_per_task":32,"partition":"cpu","account":null,"qos":null,"time":"02:00:00","mem":"128G","constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":3,"requeues_itself":true,"torchrun_step":"train","torchrun_program_step":null},"gpus":"none"},"train":{"steps":{"train":{"argv":["axolotl","train","axolotl.yaml"],"nodes":"all"}},"slurm":{"job_name":"slurm-pipeline-train","output":"%x-%j.out","signal":"B:USR1@120","requeue":false,"nodes":1,"gpus_per_node":8,"cpus_per_task":null,"partition":"gpu","account":null,"qos":null,"time":"08:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":3,"requeues_itself":true,"torchrun_step":"train","torchrun_program_step":null},"gpus":"all"},"eval":{"steps":{"eval":{"argv":["axolotl","evaluate","axolotl.yaml"],"nodes":"first"}},"slurm":{"job_name":"slurm-pipeline-eval","output":"%x-%j.out","signal":"B:USR1@120","requeue":false,"nodes":1,"gpus_per_node":1,"cpus_per_task":null,"partition":"gpu","account":null,"qos":null,"time":"01:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":3,"requeues_itself":true,"torchrun_step":"train","torchrun_program_step":null},"gpus":"all"}},"stage":null,"notify":{"events":["step_failed","requeued","done","gave_up"],"command":[],"url":null,"url_secret":"TEAM_WEBHOOK"}}

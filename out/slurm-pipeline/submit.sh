@@ -162,9 +162,9 @@ OBC_OUT=$(cd -P -- "$OBC_HERE/.." && pwd) || exit 2
 
 # Every stage's script is checked before any is submitted.
 OBC_BAD=
-obc_verify preprocess slurm-pipeline-preprocess 33365fd8d0c0de1a9fbb1f41d25140dc0d85b71b6fe6b59c926e89e68d15b754 || OBC_BAD=1
-obc_verify train slurm-pipeline-train 66f176b2bd6c30a3fa25ac5491b29fb53a5725479de276a0ccaaee6f898f2c97 || OBC_BAD=1
-obc_verify eval slurm-pipeline-eval 55e160cba3386df2b6854d6abd4323c7175101cf6e798659fa0695ef4abf27f8 || OBC_BAD=1
+obc_verify preprocess slurm-pipeline-preprocess 9c994c9472d4bb145cd6f733c75c5718ed12d68d66793014fc71a656fab98555 || OBC_BAD=1
+obc_verify train slurm-pipeline-train 6bc3c25a26d204d2927d5c3ab42ab3bc671ce71f8413095c4a6e20adf6120bd1 || OBC_BAD=1
+obc_verify eval slurm-pipeline-eval e0b20864242bfb87b9ee44b4d88e2094378d74297bad65753bd789ef834a7ced || OBC_BAD=1
 [ -z "$OBC_BAD" ] || exit 3
 
 OBC_PREVIOUS='' OBC_IDS=''
