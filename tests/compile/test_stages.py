@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.compile.diagnostics.corpus import assert_reported_once, case
+from tests.compile.diagnostics.corpus import case, reported_once_test
 
 PIPELINE = """\
 version: 1
@@ -194,12 +194,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("bad", BAD)
-@pytest.mark.parametrize("command", ["validate", "compile"])
-def test_each_stage_rule_is_reported_once_at_the_exact_place(bad, command, tmp_path,
-                                                             monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert_reported_once(bad, command, tmp_path)
+test_each_stage_rule_is_reported_once_at_the_exact_place = reported_once_test(BAD)
 
 
 def test_each_stages_health_check_expects_the_stages_own_gpus(obc, tmp_path, monkeypatch):

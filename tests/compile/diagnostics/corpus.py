@@ -96,3 +96,15 @@ def assert_reported_once(bad: Case, command: str, folder: Path) -> None:
     for word in bad.words:
         assert word in said, found
     assert not (folder / "out").exists()
+
+
+def reported_once_test(cases: list[Case]) -> Callable[..., None]:
+    """The test every corpus of bad run files makes of its cases: each is reported once, at
+    its exact place, by `obc validate` and by `obc compile` (assert_reported_once). A module
+    names it as its test: `test_each_x_is_reported_once = reported_once_test(CASES)`."""
+    @pytest.mark.parametrize("bad", cases)
+    @pytest.mark.parametrize("command", ["validate", "compile"])
+    def test(bad: Case, command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.chdir(tmp_path)
+        assert_reported_once(bad, command, tmp_path)
+    return test

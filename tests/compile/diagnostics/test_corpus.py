@@ -7,13 +7,11 @@ included), exit 1, and leave the output folder uncreated.
 
 from __future__ import annotations
 
-import pytest
-
 from tests.compile.diagnostics.corpus import (
     BASE,
     STEPS,
-    assert_reported_once,
     case,
+    reported_once_test,
     with_runtime,
     with_steps,
 )
@@ -379,12 +377,8 @@ RULES = [
 ]
 
 
-@pytest.mark.parametrize("bad", [*YAML_TRAPS, *SCHEMA, *RULES])
-@pytest.mark.parametrize("command", ["validate", "compile"])
-def test_each_bad_file_is_reported_once_at_the_exact_place(bad, command, tmp_path,
-                                                           monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert_reported_once(bad, command, tmp_path)
+test_each_bad_file_is_reported_once_at_the_exact_place = reported_once_test(
+    [*YAML_TRAPS, *SCHEMA, *RULES])
 
 
 def test_the_corpus_covers_at_least_eighty_bad_files():

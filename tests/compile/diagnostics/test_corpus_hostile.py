@@ -9,12 +9,10 @@ import socket
 import stat
 from pathlib import Path
 
-import pytest
-
 from tests.compile.diagnostics.corpus import (
     BASE,
-    assert_reported_once,
     case,
+    reported_once_test,
     with_runtime,
     with_steps,
 )
@@ -234,9 +232,5 @@ LOW = [
 ]
 
 
-@pytest.mark.parametrize("bad", [*SOURCES, *INVISIBLE, *SBATCH, *BOUNDS, *LOW])
-@pytest.mark.parametrize("command", ["validate", "compile"])
-def test_each_hostile_file_is_refused_once_at_the_exact_place(bad, command, tmp_path,
-                                                              monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert_reported_once(bad, command, tmp_path)
+test_each_hostile_file_is_refused_once_at_the_exact_place = reported_once_test(
+    [*SOURCES, *INVISIBLE, *SBATCH, *BOUNDS, *LOW])

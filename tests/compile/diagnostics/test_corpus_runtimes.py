@@ -4,9 +4,7 @@ Each case breaks one rule and is reported once, at its place, by validate and co
 
 from __future__ import annotations
 
-import pytest
-
-from tests.compile.diagnostics.corpus import STEPS, assert_reported_once, case
+from tests.compile.diagnostics.corpus import STEPS, case, reported_once_test
 
 DIGEST = "sha256:" + "9de7c7a5" * 8
 
@@ -126,9 +124,5 @@ MOUNTED = [
 ]
 
 
-@pytest.mark.parametrize("command", ["validate", "compile"])
-@pytest.mark.parametrize("bad", IMAGES + OPTIONS + NAMES + MOUNTED)
-def test_each_bad_runtime_file_is_reported_once_at_the_exact_place(bad, command, tmp_path,
-                                                                   monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert_reported_once(bad, command, tmp_path)
+test_each_bad_runtime_file_is_reported_once_at_the_exact_place = reported_once_test(
+    IMAGES + OPTIONS + NAMES + MOUNTED)

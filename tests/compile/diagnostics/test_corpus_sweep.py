@@ -7,9 +7,7 @@ made it), and names the runs that have it; a problem every run has is the file's
 
 from __future__ import annotations
 
-import pytest
-
-from tests.compile.diagnostics.corpus import BASE, assert_reported_once, case
+from tests.compile.diagnostics.corpus import BASE, case, reported_once_test
 
 # BASE is four lines; the matrix starts on line 5, its first axis on line 7.
 AXES = BASE + "matrix:\n  axes:\n"
@@ -124,12 +122,7 @@ SWEEPS = [
 ]
 
 
-@pytest.mark.parametrize("command", ["validate", "compile"])
-@pytest.mark.parametrize("bad", SWEEPS)
-def test_each_bad_sweep_is_reported_once_at_the_exact_place(bad, command, tmp_path,
-                                                           monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert_reported_once(bad, command, tmp_path)
+test_each_bad_sweep_is_reported_once_at_the_exact_place = reported_once_test(SWEEPS)
 
 
 def test_a_patched_config_file_is_read_as_axolotl_reads_it(tmp_path, monkeypatch):

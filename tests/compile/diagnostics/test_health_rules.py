@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compile.diagnostics.corpus import BASE, STEPS, assert_reported_once, case
+from tests.compile.diagnostics.corpus import BASE, STEPS, case, reported_once_test
 from tests.compile.diagnostics.harness import run_obc
 
 ENROOT = ("version: 1\nid: r\nruntime: {kind: enroot, image: 'nvcr.io/x:1'}\n" + STEPS
@@ -22,12 +22,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("bad", BAD)
-@pytest.mark.parametrize("command", ["validate", "compile"])
-def test_each_health_rule_is_reported_once_at_the_exact_place(bad, command, tmp_path,
-                                                              monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert_reported_once(bad, command, tmp_path)
+test_each_health_rule_is_reported_once_at_the_exact_place = reported_once_test(BAD)
 
 
 @pytest.mark.parametrize("text", [

@@ -11,6 +11,7 @@ from tests.compile.diagnostics.corpus import (
     STEPS,
     assert_reported_once,
     case,
+    reported_once_test,
     with_runtime,
     write_case,
 )
@@ -157,12 +158,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("bad", BAD)
-@pytest.mark.parametrize("command", ["validate", "compile"])
-def test_each_job_rule_is_reported_once_at_the_exact_place(bad, command, tmp_path,
-                                                           monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert_reported_once(bad, command, tmp_path)
+test_each_job_rule_is_reported_once_at_the_exact_place = reported_once_test(BAD)
 
 
 GOOD = [
