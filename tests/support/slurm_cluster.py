@@ -2,7 +2,7 @@
 
 Two emulated nodes (two `slurmd -N`, one machine), each with eight fake GPUs: gres files
 that are character devices with /dev/null's numbers, which is all Slurm needs to hand out
-CUDA_VISIBLE_DEVICES. Partitions `debug` (the default) and `gpu`, and nodes that claim 64
+CUDA_VISIBLE_DEVICES. Partitions `debug` (the default), `gpu` and `cpu`, and nodes that claim 64
 CPUs and 512 GiB (`config_overrides`), so that `sbatch --test-only` takes the examples as
 a real GPU cluster would. A cluster may be given the text of a plugstack.conf (SPANK
 plugins, such as the fake pyxis of tests/support/pyxis); the default has none. The cluster has a
@@ -97,6 +97,7 @@ NodeName=n[1-{len(NODES)}] NodeHostname={socket.gethostname()} NodeAddr=127.0.0.
 Port=[{nodes[0]}-{nodes[-1]}] CPUs=64 RealMemory=524288 Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=ALL MaxTime=INFINITE State=UP
+PartitionName=cpu Nodes=ALL MaxTime=INFINITE State=UP
 """
 
 
