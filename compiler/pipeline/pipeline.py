@@ -315,7 +315,7 @@ def _render(setup: _Setup, built: Built, policy: Policy) -> Result:
         whole, *stages = result.scripts
         submit = build_submit(whole.job, [stage.text for stage in stages])
         result.sweeps.append(SubmitFile(submit, render_submit(submit), whole.file,
-                                        whole.id_mark))
+                                        whole.id_mark, SCRIPT_MODE))
     return result
 
 

@@ -56,7 +56,7 @@ class SubmitFile:
     text: str
     file: str
     id_mark: Mark
-    mode = 0o755
+    mode: int
     job = None
     judgement = None
 
