@@ -33,7 +33,8 @@ class TrainerKind:
     default image (Axolotl's: torch, torchrun, accelerate) runs it; its configs besides the
     training one (a key under trainer.<name>, and the file it is written to in the run dir),
     what the job sets for it to start its own launcher, and the variable that tells that
-    launcher the ranks of a node."""
+    launcher the ranks of a node; and whether it refuses a config with a key given twice
+    (else it keeps the last one, as PyYAML does)."""
 
     name: str
     title: str
@@ -48,6 +49,7 @@ class TrainerKind:
     more_configs: tuple[tuple[str, str], ...] = ()
     launch_env: tuple[tuple[str, str], ...] = ()
     ranks_env: str | None = None
+    refuses_duplicate_keys: bool = False
 
     @property
     def config_field(self) -> tuple[str, ...] | None:
@@ -96,7 +98,9 @@ LLAMAFACTORY = TrainerKind(
     DEFAULT_TRAINER_OUTPUT_DIR, "resume_from_checkpoint=",
     HF_NO_TELEMETRY, DEFAULT_LLAMAFACTORY_VERSION, checkpoints_on_signal=False,
     more_configs=(("export", "llamafactory-export.yaml"),),
-    launch_env=(("FORCE_TORCHRUN", "1"),), ranks_env="NPROC_PER_NODE")
+    launch_env=(("FORCE_TORCHRUN", "1"),), ranks_env="NPROC_PER_NODE",
+    # OmegaConf.load, which reads the config, refuses a duplicate key (omegaconf/_utils.py).
+    refuses_duplicate_keys=True)
 TRAINER_KINDS = {kind.name: kind for kind in (AXOLOTL, TRL, TORCHRUN, LLAMAFACTORY)}
 
 

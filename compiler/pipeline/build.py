@@ -15,7 +15,7 @@ from ..core.diagnostics import Diagnostic
 from ..core.project import source_name
 from ..core.text import quoted
 from ..model.job import Job, SweepRun
-from ..model.trainers import config_field
+from ..model.trainers import config_field, trainer_kind
 from ..normalise import trainer
 from ..normalise.normalise import attachment_fields, normalise
 from ..normalise.stages import stage_jobs
@@ -193,7 +193,7 @@ def _read_attachments(source: Source, embedding: Embedding) -> tuple[dict, list[
         try:
             text = embedding.read(source.directory / relative)
             if path in configs:
-                read_config(text)
+                read_config(text, trainer_kind(source.data))
             attachments[path] = text
         except ConfigError as error:  # located in the config file itself
             problems.append(Diagnostic(display_name(source.directory / relative),

@@ -25,7 +25,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ..core.diagnostics import Diagnostic, field_path, show
 from ..model.defaults import DEFAULT_ON_SIGNAL, DEFAULT_RESUME
 from ..model.runtimes import host_folder, mounts_of
-from ..model.trainers import AXOLOTL, config_field, trainer_kind
+from ..model.trainers import AXOLOTL, TrainerKind, config_field, trainer_kind
 from .load import Mark, Path_, Source
 from .screen import MAX_DEPTH, syntax_error
 
@@ -63,9 +63,9 @@ class ConfigError(ValueError):
         self.mark, self.hint = mark, hint
 
 
-def read_config(text: str) -> dict[str, Any]:
-    """Return the mapping of an Axolotl config file, with the position of every value; raise
-    ConfigError at the place in the file where it is not one."""
+def read_config(text: str, kind: TrainerKind | None = None) -> dict[str, Any]:
+    """Return the mapping of a trainer's config file (`kind`'s, if known), with the position
+    of every value; raise ConfigError at the place in the file where it is not one."""
     yaml = YAML(typ="rt", pure=True)
     yaml.max_depth = MAX_DEPTH  # composing recurses: a deep file is an error, not a crash
     try:
@@ -75,7 +75,7 @@ def read_config(text: str) -> dict[str, Any]:
         key = re.search(r'found duplicate key "(.*)" with value', str(error.problem))
         raise ConfigError(f"duplicate key {key.group(1) if key else ''!r}",
                           Mark(mark.line + 1, mark.column + 1),
-                          "Axolotl would silently keep only the last one; remove one") from error
+                          _duplicate_key_hint(kind)) from error
     except MarkedYAMLError as error:
         if "maximum depth" in str(error.problem):
             raise ConfigError(f"nesting is deeper than {MAX_DEPTH} levels",
@@ -86,8 +86,16 @@ def read_config(text: str) -> dict[str, Any]:
     except YAMLError as error:
         raise ConfigError(f"not valid YAML: {str(error).splitlines()[0]}", Mark(1, 1)) from error
     if not isinstance(data, dict):
-        raise ConfigError("does not hold a YAML mapping, as an Axolotl config does", Mark(1, 1))
+        raise ConfigError("does not hold a YAML mapping, as a trainer's config does", Mark(1, 1))
     return data
+
+
+def _duplicate_key_hint(kind: TrainerKind | None) -> str:
+    if kind is None:
+        return "a trainer keeps only the last one, or refuses the file; remove one"
+    if kind.refuses_duplicate_keys:
+        return f"{kind.title} refuses it too; remove one"
+    return f"{kind.title} would silently keep only the last one; remove one"
 
 
 @dataclass(frozen=True, slots=True)

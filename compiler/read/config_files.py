@@ -13,7 +13,7 @@ from ruamel.yaml.error import YAMLError
 
 from ..core.diagnostics import Diagnostic
 from ..core.text import quoted
-from ..model.trainers import config_field
+from ..model.trainers import config_field, trainer_kind
 from .axolotl import ConfigError, read_config
 from .load import Mark, Source, display_name
 from .sources import Embedding, SourceError
@@ -49,7 +49,7 @@ class ConfigFiles:
         path = self.source.directory / name
         try:
             text = self.embedding.read(path)
-            read_config(text)  # its problems, located in it
+            read_config(text, trainer_kind(self.source.data))  # its problems, located in it
             return load_as_trainer(text)
         except ConfigError as error:
             raise self.Unreadable([Diagnostic(display_name(path), error.mark.line,

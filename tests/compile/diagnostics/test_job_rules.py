@@ -196,6 +196,14 @@ def test_what_only_looks_like_a_broken_rule_is_accepted(text, tmp_path, monkeypa
 
 CONFIG_RUN = ("version: 1\nid: r\nruntime: {kind: docker}\n"
               "trainer:\n  axolotl: {config: c.yaml}\n")
+
+
+def trainer_run(trainer: str) -> str:
+    """A run file whose trainer's config is c.yaml, in an image that has the trainer."""
+    return CONFIG_RUN.replace("{kind: docker}", "{kind: docker, image: 'ghcr.io/t/t:1'}") \
+        .replace("axolotl", trainer)
+
+
 INLINE_RUN = ("version: 1\nid: r\nruntime: {kind: docker}\ntrainer:\n  axolotl:\n"
               "    config:\n      datasets:\n        - path: data/train.jsonl\n")
 
@@ -204,6 +212,14 @@ INLINE_RUN = ("version: 1\nid: r\nruntime: {kind: docker}\ntrainer:\n  axolotl:\
     case("config-duplicate-key", CONFIG_RUN, 3, 1, "", "duplicate key 'learning_rate'",
          "keep only the last one", attachments={"c.yaml": "learning_rate: 1\nx: 2\n"
                                                           "learning_rate: 3\n"}),
+    # What each trainer does with a duplicate key (PyYAML keeps the last; LLaMA-Factory's
+    # OmegaConf refuses the file) is what the hint says.
+    case("trl-config-duplicate-key", trainer_run("trl"), 3, 1, "",
+         "duplicate key 'learning_rate'", "TRL would silently keep only the last one",
+         attachments={"c.yaml": "learning_rate: 1\nx: 2\nlearning_rate: 3\n"}),
+    case("llamafactory-config-duplicate-key", trainer_run("llamafactory"), 3, 1, "",
+         "duplicate key 'learning_rate'", "LLaMA-Factory refuses",
+         attachments={"c.yaml": "learning_rate: 1\nx: 2\nlearning_rate: 3\n"}),
     case("config-tab", CONFIG_RUN, 2, 1, "", "a tab is used for indentation",
          attachments={"c.yaml": "a: 1\n\tb: 2\n"}),
     case("config-not-a-mapping", CONFIG_RUN, 1, 1, "", "does not hold a YAML mapping",
@@ -211,7 +227,7 @@ INLINE_RUN = ("version: 1\nid: r\nruntime: {kind: docker}\ntrainer:\n  axolotl:\
     case("config-unclosed", CONFIG_RUN, 2, 1, "", "never closed",
          attachments={"c.yaml": "a: [\n"}),
 ])
-def test_a_broken_axolotl_config_is_reported_in_the_config_itself(bad, tmp_path, monkeypatch):
+def test_a_broken_trainer_config_is_reported_in_the_config_itself(bad, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_case(tmp_path, bad)
     outcome = run_obc("validate", "--format", "json", "run.yaml")
