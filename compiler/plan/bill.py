@@ -29,7 +29,7 @@ from ..model.runtimes import (
     registry_host,
 )
 from ..model.slurm import Slurm
-from ..model.trainers import AXOLOTL, TRAINER_KINDS, TRL
+from ..model.trainers import AXOLOTL, TRAINER_KINDS, TRL, TrainerKind
 from ..read.axolotl import ConfigError, read_config
 from ..render.meaning import snake_case
 from ..render.provenance import sha256
@@ -404,8 +404,7 @@ def _reports_to_wandb(job: Job) -> bool:
     report_to naming wandb or all (TRL, LLaMA-Factory; its default is none); an environment
     variable alone does not switch either on. A job without a trainer config runs programs
     obc cannot see into: they report when the run file gives them W&B's project or key."""
-    trainer_configs = [_config(job, kind.config_name) for kind in TRAINER_KINDS.values()
-                       if any(file.path == kind.config_name for file in job.files)]
+    trainer_configs = list(_trainer_configs(job).values())
     if not trainer_configs:
         names = {*dict(job.env), *(secret.name for secret in job.secrets)}
         return bool(names & set(WANDB_SETTINGS))
@@ -436,15 +435,14 @@ def _hub_push(job: Job) -> Egress | None:
     """Where the job's trainer pushes the model, if its config says so: Axolotl when it names
     a hub_model_id; TRL with push_to_hub, to hub_model_id or the token's user's repository
     named after output_dir (transformers' default)."""
-    if any(step.argv[0] == "axolotl" for step in job.steps):
-        config = _config(job, AXOLOTL.config_name)
-        hub = config.get("hub_model_id")
+    configs = _trainer_configs(job)
+    if AXOLOTL in configs:
+        hub = configs[AXOLOTL].get("hub_model_id")
         return None if hub is None else Egress(
             "huggingface.co", f"Axolotl pushes the model to the Hub repository {hub} "
             f"(hub_model_id in {AXOLOTL.config_name})")
-    if any(step.argv[:2] == ("trl", "sft") or "trl.scripts.sft" in step.argv
-           for step in job.steps):
-        config = _config(job, TRL.config_name)
+    if TRL in configs:
+        config = configs[TRL]
         if str(config.get("push_to_hub", False)).lower() not in ("true", "yes", "t", "y", "1"):
             return None
         output_dir = str(config.get("output_dir", TRL.output_dir)).rstrip("/")
@@ -454,15 +452,19 @@ def _hub_push(job: Job) -> Egress | None:
     return None
 
 
-def _config(job: Job, name: str) -> dict:
-    """The trainer config the job embeds as `name`, as data; empty if none or unreadable."""
+def _trainer_configs(job: Job) -> dict[TrainerKind, dict]:
+    """The configs of the trainers whose config file the job embeds (where the trainer reads
+    it), as data, by trainer; an unreadable one as empty."""
+    configs = {}
     for file in job.files:
-        if file.path == name:
+        kind = next((kind for kind in TRAINER_KINDS.values() if kind.config_name == file.path),
+                    None)
+        if kind is not None:
             try:
-                return read_config(file.content)
+                configs[kind] = read_config(file.content)
             except ConfigError:
-                return {}
-    return {}
+                configs[kind] = {}
+    return configs
 
 
 def _where(job: Job, step: str) -> str:
