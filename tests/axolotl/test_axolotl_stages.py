@@ -13,7 +13,13 @@ import pytest
 
 from tests.axolotl.test_axolotl_real import dump, last_lines, native
 from tests.support.axolotl import OUTPUT_DIR, lora_config, missing_outputs
-from tests.support.stages import compile_out, dependencies, release, submit_stages
+from tests.support.stages import (
+    compile_out,
+    dependencies,
+    each_after_the_one_before,
+    release,
+    submit_stages,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -38,9 +44,7 @@ def test_preprocess_train_and_eval_run_as_three_slurm_jobs_in_order(
             "eval": {"gpus_per_node": 0, "time": 5}}}}))
     ids = submit_stages(slurm, tmp_path, "stages")
     assert list(ids) == ["preprocess", "train", "eval"]
-    assert dependencies(slurm, ids) == {
-        "preprocess": "(null)", "train": f"afterok:{ids['preprocess']}(unfulfilled)",
-        "eval": f"afterok:{ids['train']}(unfulfilled)"}
+    assert dependencies(slurm, ids) == each_after_the_one_before(ids)
     release(slurm, ids)
     for stage, job_id in ids.items():
         job = slurm.wait(job_id, timeout=STAGE_TIMEOUT)

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import os
 
-from tests.support.stages import compile_out, dependencies, release, submit_stages
+from tests.support.stages import (
+    compile_out,
+    dependencies,
+    each_after_the_one_before,
+    release,
+    submit_stages,
+)
 
 PIPELINE = """\
 version: 1
@@ -32,9 +38,7 @@ def test_a_stage_that_fails_cancels_the_stages_after_it(slurm, tmp_path):
     compile_out(tmp_path, PIPELINE % {"run_dir": tmp_path / "run"})
     ids = submit_stages(slurm, tmp_path, "failing")
     assert list(ids) == ["prepare", "train", "report"]
-    assert dependencies(slurm, ids) == {
-        "prepare": "(null)", "train": f"afterok:{ids['prepare']}(unfulfilled)",
-        "report": f"afterok:{ids['train']}(unfulfilled)"}
+    assert dependencies(slurm, ids) == each_after_the_one_before(ids)
     release(slurm, ids)
     assert slurm.wait(ids["prepare"], timeout=120).state == "FAILED"
     for stage in ("train", "report"):

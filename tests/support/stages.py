@@ -39,6 +39,14 @@ def dependencies(slurm, ids: dict[str, str]) -> dict[str, str]:
     return {stage: slurm.show(job_id).fields["Dependency"] for stage, job_id in ids.items()}
 
 
+def each_after_the_one_before(ids: dict[str, str]) -> dict[str, str]:
+    """What `dependencies` says of stages each submitted after the one before it, while none
+    has run: the first depends on nothing."""
+    before = [None, *ids.values()]
+    return {stage: "(null)" if previous is None else f"afterok:{previous}(unfulfilled)"
+            for (stage, previous) in zip(ids, before, strict=False)}
+
+
 def release(slurm, ids: dict[str, str]) -> None:
     """Release the stages, submitted held (slurm.extra --hold)."""
     released = slurm.run("scontrol", "release", ",".join(ids.values()))
