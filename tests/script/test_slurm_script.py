@@ -316,19 +316,26 @@ REQUEUED_BY = {
 }
 
 
+@pytest.fixture(scope="module")
+def requeuing_jobs(tmp_path_factory) -> dict:
+    """The job of each way of REQUEUED_BY, compiled once for every shell."""
+    return {way: write_script(folder, compile_text(folder, "version: 1\nid: rq\n" + text))
+            for way, (text, _, _) in REQUEUED_BY.items()
+            for folder in [tmp_path_factory.mktemp(way)]}
+
+
 @pytest.mark.parametrize("way", REQUEUED_BY)
 @pytest.mark.parametrize("shell", list(SHELLS))
-def test_a_job_that_requeues_itself_is_not_cut_short_by_slurms_term(tmp_path, sandbox, shell,
-                                                                    way):
+def test_a_job_that_requeues_itself_is_not_cut_short_by_slurms_term(requeuing_jobs, sandbox,
+                                                                    shell, way):
     # Slurm sends TERM as soon as it has the requeue: the job says and records that it was
     # requeued, and exits 0, rather than being stopped midway.
-    text, said, step = REQUEUED_BY[way]
+    _, said, step = REQUEUED_BY[way]
     (sandbox.bin / "scontrol").write_text(REQUEUING_SCONTROL)
     (sandbox.bin / "scontrol").chmod(0o755)
     (sandbox.bin / "nvidia-smi").write_text("#!/bin/sh\n")  # a node that shows no GPU
     (sandbox.bin / "nvidia-smi").chmod(0o755)
-    script = write_script(tmp_path, compile_text(tmp_path, "version: 1\nid: rq\n" + text))
-    run = sandbox.run(script, shell=shell,
+    run = sandbox.run(requeuing_jobs[way], shell=shell,
                       env=sandbox.env(SLURM_JOB_ID="42", SLURMD_NODENAME="n1"))
     assert (run.returncode, run.messages[-1]) == (0, said), run.stderr
     assert not any("TERM received" in line for line in run.messages)
