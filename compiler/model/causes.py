@@ -1,8 +1,8 @@
 """Why a step failed, as its exit code and its log say, and whether another try can help: the
-one table of the causes retry tells apart (docs/retry.md). The job gets it as OBC_CAUSES
-(compiler/render/library.py), which the library's part retry reads: the first cause that the
-step's exit code and its log match decides; a step that matches none is retried only for an
-exit code of retry.on_exit_codes.
+one table of the causes retry tells apart (docs/retry.md). The library's part causes
+(templates/lib/causes.sh, OBC_CAUSES) is written from it by `python3 -m tools.release_library`,
+and the part retry reads that: the first cause that the step's exit code and its log match
+decides; a step that matches none is retried only for an exit code of retry.on_exit_codes.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ kill during the step."""
     example: str = ""
 
     def shell_line(self) -> str:
-        """The cause as a line of OBC_CAUSES: `ACTION|CODES|NAME|LOG`."""
+        """The cause as a line of the part causes' OBC_CAUSES: `ACTION|CODES|NAME|LOG`."""
         return "|".join((self.action, " ".join(map(str, self.exit_codes)), self.name, self.log))
 
 
@@ -71,5 +71,5 @@ CAUSES: tuple[Cause, ...] = (
 
 
 def causes_text() -> str:
-    """The table as the job's OBC_CAUSES: one cause a line, in order."""
+    """The table as the part causes' OBC_CAUSES: one cause a line, in order."""
     return "\n".join(cause.shell_line() for cause in CAUSES)

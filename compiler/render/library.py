@@ -15,7 +15,6 @@ from functools import cache
 
 from ..core.resources import data_dir
 from ..core.shell import LIBRARY_SECTION
-from ..model.causes import causes_text
 from ..model.job import Job
 from ..model.notify import NOTIFY_SECONDS
 from ..model.runtimes import Apptainer, Container, Enroot, Native
@@ -24,8 +23,8 @@ from .provenance import sha256
 
 # Every part, in the order a script embeds them.
 PART_ORDER = ("core", "words", "main", "rundir", "records", "finished", "files",
-              "checkpoints", "resume", "resume_never", "on_signal", "launcher", "retry",
-              "requeue", "notify", "slurm", "node_tasks", "health", "container", "native",
+              "checkpoints", "resume", "resume_never", "on_signal", "launcher", "causes",
+              "retry", "requeue", "notify", "slurm", "node_tasks", "health", "container", "native",
               "apptainer", "enroot", "stop_group", "unset_inherited")
 _RUNTIME_PARTS = {Container: "container", Native: "native", Apptainer: "apptainer",
                   Enroot: "enroot"}
@@ -42,6 +41,8 @@ def library_parts(job: Job) -> tuple[str, ...]:
         ("resume" if job.resumes else "resume_never") if job.checkpoints else "",
         "on_signal" if job.on_signal and job.on_signal.trigger else "",
         "launcher" if job.launcher else "",
+        # The table of causes is retry's data (compiler/model/causes.py), not a job value.
+        "causes" if job.retry else "",
         "retry" if job.retry else "",
         "requeue" if job.slurm and job.slurm.requeues_itself else "",
         "notify" if job.notify else "",
@@ -215,8 +216,6 @@ def settings(job: Job) -> list[list[Setting]]:
         [("OBC_RETRY_MAX", retry.max if retry else ""),
          *([("OBC_RETRY_EXIT_CODES", " ".join(str(code) for code in retry.exit_codes)),
             ("OBC_RETRY_REQUEUES", "1" if slurm else "")] if retry else [])],
-        # Why a step failed, and whether retry tries again (compiler/model/causes.py).
-        [("OBC_CAUSES", causes_text())] if retry else [],
         [("OBC_NOTIFY_ON", " ".join(notify.events) if notify else ""),
          *([("OBC_NOTIFY_URL", notify.url or ""),
             ("OBC_NOTIFY_URL_SECRET", notify.url_secret or ""),

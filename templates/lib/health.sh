@@ -88,13 +88,8 @@ obc_health() {
     obc_check_node 1 0 && return 0
     OBC_WORD=$(obc_host)
   fi
-  if [ -n "$OBC_HEALTH_REQUEUE" ]; then
-    # Slurm stops a job it requeues at once (TERM), and changes its excluded nodes only
-    # after: the job ignores the signals it would stop on until it has done both.
-    # shellcheck disable=SC2086 # OBC_SIGNALS is split on purpose
-    trap '' $OBC_SIGNALS
+  [ -z "$OBC_HEALTH_REQUEUE" ] ||
     obc_requeue "$OBC_HEALTH_REQUEUE" "the health check failed on $OBC_WORD" "$OBC_WORD"
-  fi
   obc_status failed 3
   obc_exit 3
 }

@@ -4,14 +4,19 @@
 # obc_requeue MAX REASON [NODE]: unless the job has been restarted MAX times already, asks
 # Slurm to run it again from the top (in an array, this task alone), on other nodes than
 # NODE if given (added to its excluded nodes, which Slurm changes only while the job is
-# pending), and ends this attempt; else returns false.
-# shellcheck disable=SC2329 # called from the traps
+# pending), and ends this attempt; else returns false. The one way a job requeues itself:
+# at the time limit, to retry a step, after a failed health check.
+# shellcheck disable=SC2329,SC2086 # called from the traps; OBC_SIGNALS is split on purpose
 obc_requeue() {
   [ -n "${SLURM_JOB_ID:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "$1" ] || return 1
   # Told before, not after: Slurm ends this attempt, notify's command with it, once requeued.
   [ -z "$OBC_NOTIFY_ON" ] || obc_notify requeued
   OBC_ID=$SLURM_JOB_ID
   [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || OBC_ID=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
+  # Slurm stops a job it requeues at once (TERM), and changes its excluded nodes only after:
+  # the job ignores the signals it would stop on from here, and records that it was requeued
+  # rather than stopped. (If Slurm refuses, the caller ends the job all the same.)
+  trap '' $OBC_SIGNALS
   scontrol requeue "$OBC_ID" || return 1
   [ "$#" -lt 3 ] || obc_exclude_node "$3"
   obc_say "$2: requeued (restart $((${SLURM_RESTART_COUNT:-0} + 1)) of $1)"

@@ -1,6 +1,6 @@
 # --- obc's library: retry --------------------------------------------------------------
 # retry (docs/retry.md): a step that fails for a cause another try may not meet (OBC_CAUSES,
-# compiler/model/causes.py: a lost node, a network error, preemption), or with one of the
+# the part causes: a lost node, a network error, preemption), or with one of the
 # exit codes OBC_RETRY_EXIT_CODES, is run again, up to OBC_RETRY_MAX times; one that fails
 # for a user error (out of memory, a config error) is not, and the job says which log line
 # told.
@@ -23,7 +23,7 @@ obc_oom_kills() {
 # codes, if it lists any, hold OBC_STATUS, and whose LOG, if any, a line of this try's log
 # matches (or `memory.events: oom_kill`, when its cgroup counted an OOM kill during it). Sets
 # OBC_ACTION (retry, stop, or empty for none), OBC_CAUSE and OBC_WHERE (`log line N`).
-# shellcheck disable=SC2153 # OBC_CAUSES, the job's table, is no misspelt OBC_CAUSE
+# shellcheck disable=SC2153 # OBC_CAUSES, the part causes' table, is no misspelt OBC_CAUSE
 obc_cause() {
   OBC_EVIDENCE=
   [ -z "${OBC_OOM_KILLS:-}" ] || [ "$(obc_oom_kills)" = "$OBC_OOM_KILLS" ] ||

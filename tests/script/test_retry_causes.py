@@ -1,15 +1,17 @@
-"""Retry by cause (docs/retry.md): the library's obc_cause reads compiler/model/causes.py's
-table in every shell, and a real job does not retry an out-of-memory failure but retries a
-lost node's, saying which log line told."""
+"""Retry by cause (docs/retry.md): the library's part causes is compiler/model/causes.py's
+table as written by tools.release_library, obc_cause reads it in every shell, and a real job
+does not retry an out-of-memory failure but retries a lost node's, saying which log line
+told."""
 
 from __future__ import annotations
 
 import pytest
 
-from compiler.core.shell import quote as shell_quote
 from compiler.model.causes import CAUSES, CGROUP_OOM_KILL, causes_text
+from compiler.render.library import job_part
 from tests.conftest import SHELLS, compile_text, write_script
 from tests.script.test_library_functions import LIBRARY, NO_STEP_YET, run_library
+from tools.release_library import causes_part
 
 # Every cause with an example log line, and one that only an exit code tells.
 BY_LOG = [cause for cause in CAUSES if cause.example]
@@ -25,14 +27,19 @@ def classify(shell: str, tmp_path, log: bytes, status: int, *, try_line: int = 1
     (logs / "train.1.log").write_bytes(log)
     # The cgroup's count of OOM kills, as obc_oom_kills would print it before and after.
     oom = "obc_oom_kills() { echo 1; }\nOBC_OOM_KILLS=0\n" if evidence else ""
-    done = run_library(shell, ["core", "records", "retry"], NO_STEP_YET + f"""\
-OBC_CAUSES={shell_quote(causes_text())}
+    done = run_library(shell, ["core", "records", "causes", "retry"], NO_STEP_YET + f"""\
 OBC_RUN_DIR='{tmp_path}' OBC_NAME=train OBC_ATTEMPT=1 OBC_STATUS={status} OBC_TRY_LINE={try_line}
 {oom}obc_cause
 printf '%s|%s|%s\\n' "$OBC_ACTION" "$OBC_WHERE" "$OBC_CAUSE"
 """)
     assert (done.returncode, done.stderr) == (0, "")
     return done.stdout.rstrip("\n")
+
+
+def test_the_part_causes_is_the_table_written_by_release_library():
+    # One home, compiler/model/causes.py: the part is never changed by hand.
+    assert (LIBRARY / "causes.sh").read_text() == causes_part(), \
+        "run: PYTHONPATH=$PWD python3 -m tools.release_library"
 
 
 def test_the_part_retry_says_the_cgroups_oom_kill_as_the_table_has_it():
@@ -100,8 +107,9 @@ steps: [{{name: train, run: [sh, train.sh, '{line}']}}]
 files: {{train.sh: train.sh}}
 retry: {{max: 2}}
 """)
-    # One home: the job part holds compiler/model/causes.py's table as it is.
-    assert f"OBC_CAUSES={shell_quote(causes_text())}" in text
+    # The table is the library's part causes, not the job's: its job part stays short.
+    assert "OBC_CAUSES" not in job_part(text)
+    assert text.count(causes_part()) == 1
     run = sandbox.run(write_script(tmp_path, text))
     said = [message for message in run.messages if "train" in message]
     if retried:

@@ -4,6 +4,8 @@ scontrol (tests/slurm/test_slurm.py proves the same on a real cluster)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from compiler.pipeline.pipeline import compile_files
@@ -291,3 +293,52 @@ slurm: {nodes: 2, gpus_per_node: 4}
         # Each node's container has a name of its own, on the hosts' network.
         assert argv[argv.index("--name") + 1] == f"{name}-{node}"
         assert "--network=host" in argv
+
+
+# scontrol as Slurm answers a job that requeues itself: the requeue stops the job at once
+# with TERM (to its script, the stub's parent, here), and shows no excluded nodes yet.
+REQUEUING_SCONTROL = """\
+#!/bin/sh
+printf '%s\\n' "$*" >> "$OBC_STUB_STATE/scontrol"
+case $1 in
+  requeue) kill -TERM "$PPID" ;;
+  show) echo "JobId=42 JobName=j ExcNodeList=(null) NodeList=n1" ;;
+esac
+"""
+# What each way a job requeues itself makes of its first try.
+REQUEUED_BY = {
+    "retry": ("runtime: {kind: native}\nsteps: [{name: flaky, run: [sh, -c, 'exit 75']}]\n"
+              "retry: {on_exit_codes: [75], max: 2}\nslurm: {}\n",
+              "obc: step flaky exited with 75: requeued (restart 1 of 2)", "flaky"),
+    "health": ("runtime: {kind: native, gpus: [0]}\nsteps: [{name: s, run: [record]}]\n"
+               "health: {on_failure: requeue}\nslurm: {max_restarts: 2}\n",
+               "obc: the health check failed on n1: requeued (restart 1 of 2)", None),
+}
+
+
+@pytest.fixture(scope="module")
+def requeuing_jobs(tmp_path_factory) -> dict:
+    """The job of each way of REQUEUED_BY, compiled once for every shell."""
+    return {way: write_script(folder, compile_text(folder, "version: 1\nid: rq\n" + text))
+            for way, (text, _, _) in REQUEUED_BY.items()
+            for folder in [tmp_path_factory.mktemp(way)]}
+
+
+@pytest.mark.parametrize("way", REQUEUED_BY)
+@pytest.mark.parametrize("shell", list(SHELLS))
+def test_a_job_that_requeues_itself_is_not_cut_short_by_slurms_term(requeuing_jobs, sandbox,
+                                                                    shell, way):
+    # Slurm sends TERM as soon as it has the requeue: the job says and records that it was
+    # requeued, and exits 0, rather than being stopped midway.
+    _, said, step = REQUEUED_BY[way]
+    (sandbox.bin / "scontrol").write_text(REQUEUING_SCONTROL)
+    (sandbox.bin / "scontrol").chmod(0o755)
+    (sandbox.bin / "nvidia-smi").write_text("#!/bin/sh\n")  # a node that shows no GPU
+    (sandbox.bin / "nvidia-smi").chmod(0o755)
+    run = sandbox.run(requeuing_jobs[way], shell=shell,
+                      env=sandbox.env(SLURM_JOB_ID="42", SLURMD_NODENAME="n1"))
+    assert (run.returncode, run.messages[-1]) == (0, said), run.stderr
+    assert not any("TERM received" in line for line in run.messages)
+    assert (sandbox.state / "scontrol").read_text().splitlines()[0] == "requeue 42"
+    status = json.loads((sandbox.home / "overbrainer/runs/rq/.obc/status.json").read_text())
+    assert (status["state"], status["step"], status["exit_code"]) == ("requeued", step, None)

@@ -76,6 +76,8 @@ notify:
     log = output(tmp_path, "retried", job_id)
     assert (job.state, job.exit_code, job.fields["Restarts"]) == ("COMPLETED", 0, "1"), log
     assert "obc: step flaky exited with 75: requeued (restart 1 of 1)" in log
+    # Slurm sent the first attempt TERM as soon as it had the requeue: ignored, not obeyed.
+    assert "obc: TERM received, stopping" not in log
     assert [r["argv"] for r in sandbox.records()] == [["first"], ["flaky"], ["flaky"]]
     # notify's command heard both attempts' ends (docs/notify.md), with Slurm's job id.
     run_dir = sandbox.home / "overbrainer/runs/retried"
