@@ -132,6 +132,23 @@ matrix: {axes: {a: {set: env.A, values: [x, y]}}}
     assert (run_dir.run_dir, run_dir.checkpoints) == (root / "one", root / "one/out")
 
 
+def test_a_stage_stands_for_its_job_with_what_each_step_finishes_for(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    result = compile_files([Path("examples/slurm-pipeline.yaml")], out=tmp_path / "out")
+    apply(changes_to(tmp_path / "out", result.outputs))
+    job = next(script.job for script in result.scripts if script.job.id == "slurm-pipeline")
+
+    (watched,) = find_jobs([tmp_path / "out"], None)
+
+    # As the scripts judge a step finished: Job.step_inputs, which obc_step_inputs prints.
+    assert (watched.job, watched.inputs) == ("slurm-pipeline", job.training_inputs)
+    assert [(stage.name, stage.job, stage.steps) for stage in watched.stages] == [
+        (stage.name, f"slurm-pipeline-{stage.name}",
+         tuple((step.name, job.step_inputs(step)) for step in stage.steps))
+        for stage in job.stages]
+    assert find_jobs([tmp_path / "out/slurm-pipeline-eval/job.sh"], None) == [watched]
+
+
 def test_a_run_dir_is_the_scripts_default_with_home_and_variables_from_the_environment(
         tmp_path):
     out = compile_out(tmp_path, {
