@@ -2,7 +2,8 @@
 read from the plan record at the end of each job.sh (and a sweep's sweep.sh, for its runs),
 as the script itself would find them on this machine. A stage's script stands for its job
 (its record's `stage`), whose stages each script's record lists (docs/stages.md).
-Enters: paths (out/ folders, job.sh or sweep.sh scripts or their folders, run dirs).
+Enters: paths (out/ folders, job.sh, sweep.sh or submit.sh scripts or their folders, run
+dirs).
 Leaves: one Watched per job, in the order given, each once."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from ..core.diagnostics import ObcError
 from ..core.shell import expanded_path
 from ..model.job import SweepRun, finished_inputs, stage_id, training_names
 from ..render.library import read_training_inputs
-from ..render.meaning import read_record
+from ..render.meaning import NotWhole, read_back, read_record
+from ..render.stages import Submit
 
 JOB, SWEEP = "job.sh", "sweep.sh"
 
@@ -63,9 +65,12 @@ def find_jobs(paths: list[Path], run_dir_root: Path | None,
 
 
 def _scripts(path: Path) -> Iterator[Path]:
-    """The job.sh scripts `path` stands for (a run dir stands for itself)."""
-    if path.is_file():
-        yield from (_runs(path) if "runs" in _record(path) else [path])
+    """The job.sh scripts `path` stands for (a run dir stands for itself; a submit.sh, for
+    the job.sh beside it, whose stages it submits)."""
+    if path.is_file() and "runs" in (record := _record(path)):
+        yield from _runs(path)
+    elif path.is_file():
+        yield path.parent / JOB if _is_submit(record) else path
     elif (path / SWEEP).is_file():
         yield from _runs(path / SWEEP)
     elif (path / JOB).is_file() or (path / ".obc").is_dir():
@@ -87,6 +92,14 @@ def _runs(sweep: Path) -> list[Path]:
     if not isinstance(runs, dict):
         raise ObcError(f"{sweep}: not a sweep.sh of obc's (its record lists no runs)")
     return [sweep.parent.parent / run / JOB for run in runs]
+
+
+def _is_submit(record: dict[str, Any]) -> bool:
+    try:
+        read_back(record, Submit)
+    except NotWhole:
+        return False
+    return True
 
 
 def _record(script: Path) -> dict[str, Any]:

@@ -208,8 +208,9 @@ def test_obc_status_shows_a_jobs_stages_in_one_row_each_where_it_stands(
     assert sandbox.run(out / "pipe/job.sh").returncode == 7
     failed = [("pipe", "failed", stages(("done", None), ("done", None), ("failed", "eval")))]
     assert stages_of(obc, out) == failed
-    # Any of the job's scripts stands for the job, each once.
+    # Any of the job's scripts stands for the job, each once; submit.sh too.
     assert stages_of(obc, out / "pipe-train/job.sh", out / "pipe") == failed
+    assert stages_of(obc, out / "pipe/submit.sh") == failed
 
     (run_dir / "go").unlink()
     evaluating = start_script(out / "pipe-eval/job.sh", shell="dash", env=sandbox.env())
