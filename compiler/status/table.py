@@ -81,8 +81,9 @@ def columns(rows: list[Row]) -> tuple[str, ...]:
 
 def build_row(watched: Watched, now: datetime) -> Row:
     """The row of `watched` as its files say at the moment `now`."""
-    if watched.run_dir is None:
-        return Row(watched, None, Progress(), None, watched.problem)
+    if watched.run_dir is None:  # nor where any stage stands
+        unknown = tuple(StageState(stage.name, stage.job, None) for stage in watched.stages)
+        return Row(watched, None, Progress(), None, watched.problem, unknown)
     state = read_state(watched.run_dir)
     problem = None if state.problem == NO_RUN else state.problem
     return Row(watched, state.record, read_progress(watched.checkpoints),

@@ -9,6 +9,7 @@ Update the snapshot after an intended change with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pty
@@ -149,6 +150,10 @@ def test_a_stage_stands_for_its_job_with_what_each_step_finishes_for(tmp_path, m
          tuple((step.name, job.step_inputs(step)) for step in stage.steps))
         for stage in job.stages]
     assert find_jobs([tmp_path / "out/slurm-pipeline-eval/job.sh"], None) == [watched]
+    # Where no run dir is known (a variable not set), no stage's state is.
+    unknown = build_row(dataclasses.replace(watched, run_dir=None, problem="no run dir"), NOW)
+    assert (unknown.state, unknown.cells(stages=True)[-1]) == (
+        None, "preprocess unknown, train unknown, eval unknown")
 
 
 def test_a_run_dir_is_the_scripts_default_with_home_and_variables_from_the_environment(
