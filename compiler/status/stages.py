@@ -33,11 +33,18 @@ def stage_states(watched: Watched, record: dict[str, Any] | None) -> tuple[Stage
     finished = [watched.run_dir is not None and _finished(watched.run_dir, stage)
                 for stage in watched.stages]
     at = _stage_at(watched, record, finished)
-    return tuple(
-        StageState(stage.name, stage.job, state_name(record["state"], record["exit_code"]),
-                   record["step"]) if record is not None and n == at else
-        StageState(stage.name, stage.job, DONE if finished[n] else NOT_STARTED)
-        for n, stage in enumerate(watched.stages))
+    return tuple(_state(stage, finished[n], record if n == at else None)
+                 for n, stage in enumerate(watched.stages))
+
+
+def _state(stage: WatchedStage, finished: bool, last: dict[str, Any] | None) -> StageState:
+    """A stage's state: that of `last`, the last run if it was the stage's; else done or
+    not started by its steps' records."""
+    if last is not None:
+        return StageState(stage.name, stage.job, state_name(last.get("state"),
+                                                            last.get("exit_code")),
+                          last.get("step"))
+    return StageState(stage.name, stage.job, DONE if finished else NOT_STARTED)
 
 
 def _stage_at(watched: Watched, record: dict[str, Any] | None,

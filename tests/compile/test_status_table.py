@@ -14,6 +14,7 @@ import json
 import os
 import pty
 import re
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -60,13 +61,13 @@ def compile_out(root: Path, files: dict[str, str]) -> Path:
 
 def record(run_dir: Path, job: str, state: str, *, attempt: int = 1, step: str | None = "train",
            exit_code: int | None = None, ended_at: str | None = None,
-           slurm_job_id: str | None = None) -> None:
+           slurm_job_id: str | None = None, inputs: str = "sha256:" + "a" * 64) -> None:
     """A record as job.sh writes it (templates/lib/records.sh obc_status), field by field."""
     (run_dir / ".obc").mkdir(parents=True)
     line = json.dumps({"job": job, "attempt": attempt, "state": state, "step": step,
                        "exit_code": exit_code, "started_at": STARTED, "ended_at": ended_at,
                        "slurm_job_id": slurm_job_id, "slurm_restarts": None,
-                       "inputs": "sha256:" + "a" * 64, "resumed_from": None,
+                       "inputs": inputs, "resumed_from": None,
                        "resumed_from_inputs": None})
     (run_dir / ".obc/status.json").write_text(line + "\n")
 
@@ -154,6 +155,30 @@ def test_a_stage_stands_for_its_job_with_what_each_step_finishes_for(tmp_path, m
     unknown = build_row(dataclasses.replace(watched, run_dir=None, problem="no run dir"), NOW)
     assert (unknown.state, unknown.cells(stages=True)[-1]) == (
         None, "preprocess unknown, train unknown, eval unknown")
+
+
+def test_a_jobs_own_script_that_failed_before_any_step_failed_its_first_stage(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.chdir(REPO)
+    out, root = tmp_path / "out", tmp_path / "runs"
+    apply(changes_to(out, compile_files([Path("examples/slurm-pipeline.yaml")],
+                                        out=out).outputs))
+    (watched,) = find_jobs([out], root)
+
+    def stages(inputs: str) -> tuple[str | None, list[tuple[str, str | None, str | None]]]:
+        shutil.rmtree(root, ignore_errors=True)
+        # Preflight failed (exit 3): the job's job.sh ran no step.
+        record(root / "slurm-pipeline", "slurm-pipeline", "failed", step=None, exit_code=3,
+               ended_at=STARTED, inputs=inputs)
+        row = build_row(watched, NOW)
+        return row.state, [(stage.name, stage.state, stage.step) for stage in row.stages]
+
+    assert stages(watched.inputs) == ("failed", [("preprocess", "failed", None),
+                                                 ("train", "not started", None),
+                                                 ("eval", "not started", None)])
+    # A run for other training inputs says nothing of these scripts' stages.
+    assert stages("sha256:" + "b" * 64)[1] == [
+        (name, "not started", None) for name in ("preprocess", "train", "eval")]
 
 
 def test_a_run_dir_is_the_scripts_default_with_home_and_variables_from_the_environment(
