@@ -32,7 +32,8 @@ from ..read.lockfile import default_lock_path, format_lock
 from ..read.sources import allowed_folders
 from ..status.jobs import find_jobs
 from ..status.table import build_row, format_json, format_table
-from ..verify.verify import Verdict, format_verdict, verify_text
+from ..verify.scripts import verify_script
+from ..verify.verify import format_verdict
 from .reporters import REPORTERS
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -149,8 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                                             "its keys); never over a file")
     init.add_argument("configs", nargs="+", type=Path, metavar="CONFIG")
     verify = commands.add_parser("verify", help="prove that each job.sh embeds exactly the "
-                                                "library its obc release shipped")
-    verify.add_argument("scripts", nargs="+", type=Path, metavar="JOB_SH")
+                                                "library its obc release shipped; and that "
+                                                "each submit.sh or sweep.sh is what obc "
+                                                "writes, starting only such job.sh scripts")
+    verify.add_argument("scripts", nargs="+", type=Path, metavar="SCRIPT")
     verify.add_argument("--format", choices=["text", "json"], default="text",
                         help="one line per script: text (default), or JSON")
     return parser
@@ -250,22 +253,16 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    verdicts = [(path, _verdict(path)) for path in args.scripts]
+    verdicts = [(path, verify_script(path)) for path in args.scripts]
     for path, verdict in verdicts:
         if args.format == "json":
             print(json.dumps({"script": str(path), "verified": verdict.verified,
                               "obc_version": verdict.version, "parts": list(verdict.parts),
-                              "problems": list(verdict.problems)}))
+                              "problems": list(verdict.problems),
+                              "runs": list(verdict.started)}))
         else:
             print(visible(f"{path}: {format_verdict(verdict)}"))
     return EXIT_OK if all(verdict.verified for _, verdict in verdicts) else EXIT_INVALID
-
-
-def _verdict(path: Path) -> Verdict:
-    try:
-        return verify_text(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        return Verdict(None, (), (f"cannot be read: {error}",))
 
 
 def _seconds(text: str) -> float:

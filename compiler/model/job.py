@@ -298,10 +298,9 @@ class Job:
     def training_steps(self) -> tuple[Step, ...]:
         """The steps up to train, whose work checkpoints carry; every step, without a
         trainer."""
-        if self.checkpoints is None:
-            return self.pipeline
-        names = [step.name for step in self.pipeline]
-        return self.pipeline[:names.index(self.checkpoints.step) + 1]
+        names = training_names([step.name for step in self.pipeline],
+                               self.checkpoints and self.checkpoints.step)
+        return self.pipeline[:len(names)]
 
     @property
     def training_input_lines(self) -> tuple[str, ...]:
@@ -330,10 +329,8 @@ class Job:
     def step_inputs(self, step: Step) -> str:
         """What the record that a step finished names: the training inputs, and for a step
         after train, a hash of its own command too."""
-        if self.is_training_step(step):
-            return self.training_inputs
-        own = hashlib.sha256(json.dumps(step.argv).encode()).hexdigest()[:16]
-        return f"{self.training_inputs}+{own}"
+        return finished_inputs(self.training_inputs,
+                               None if self.is_training_step(step) else step.argv)
 
     @property
     def _program(self) -> str:
@@ -455,6 +452,20 @@ class Job:
         """What an apptainer or enroot job gives its containers by name, from the job's own
         environment: the secrets, and what Slurm or the script set."""
         return (*(secret.name for secret in self.secrets), *self.slurm_names)
+
+
+def training_names(names: list[str], checkpoint_step: str | None) -> list[str]:
+    """The training steps among a job's steps `names` (in order): those up to the step whose
+    checkpoints train makes (`checkpoint_step`), or every one without a trainer."""
+    return names if checkpoint_step is None else names[:names.index(checkpoint_step) + 1]
+
+
+def finished_inputs(training_inputs: str, argv: tuple[str, ...] | list[str] | None) -> str:
+    """What `.obc/done/STEP` names once a step finished: the training inputs, and for a step
+    after train (`argv`: its command; None for a training step) a hash of its command too."""
+    if argv is None:
+        return training_inputs
+    return f"{training_inputs}+{hashlib.sha256(json.dumps(argv).encode()).hexdigest()[:16]}"
 
 
 def stage_id(job: str, stage: str) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 # The record's states the tables name otherwise; the others (running, failed, stopped,
 # requeued, and killed as --status judges it) keep their names.
-STATE_NAMES = {"succeeded": "done"}
+DONE = "done"
+STATE_NAMES = {"succeeded": DONE}
 # A job out of restarts at the time limit fails with this exit code (templates/lib/requeue.sh,
 # obc_at_time_limit): it gave up.
 GAVE_UP_EXIT_CODE = 5

@@ -10,6 +10,7 @@ verifier read a script's parts back by `part_sha256`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 
@@ -235,6 +236,18 @@ def settings(job: Job) -> list[list[Setting]]:
         runtime,
     ]
     return [group for group in groups if group]
+
+
+# The first line of the job part (settings' first group): who the run is, and its training
+# inputs, which the part finished compares each .obc/done/STEP with.
+_WHO = re.compile(r"^OBC_JOB=\S+ OBC_INPUTS=(sha256:[0-9a-f]{64})$", re.MULTILINE)
+
+
+def read_training_inputs(text: str) -> str | None:
+    """The training inputs (OBC_INPUTS) the job part of a script's `text` sets; None if it
+    sets none (not a job.sh of this obc's)."""
+    who = _WHO.search(text)
+    return who[1] if who else None
 
 
 def _runtime_name(job: Job) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 from ..model.job import Job
 from ..model.runtimes import Mount
 from .provenance import sha256
+from .stages import Submit
 from .sweep import Sweep, SweepEntry
 
 MAX_SHOWN = 200
@@ -47,8 +48,9 @@ VARIANT_KEY = "type"
 DIGEST_KEY = "sha256"
 
 
-def meaning(job: Job | Sweep) -> dict[str, Any]:
-    """Return the job (or a sweep's sweep.sh) as nested mappings, lists and JSON scalars."""
+def meaning(job: Job | Sweep | Submit) -> dict[str, Any]:
+    """Return the job (or a sweep's sweep.sh, a job's submit.sh) as nested mappings, lists
+    and JSON scalars."""
     return _plain(job)
 
 
@@ -197,7 +199,7 @@ JOB = part_of(Job)
 SWEEP = part_of(Sweep)
 
 
-def record_lines(job: Job | Sweep) -> list[str]:
+def record_lines(job: Job | Sweep | Submit) -> list[str]:
     """Return the record of `job` as the two comment lines that end its script: the marker,
     then the meaning as one line of JSON. A reviewer reads the job above it and `obc plan`
     reads this; one line costs the script's reader one line, and a changed job changes it
@@ -218,6 +220,39 @@ def read_record(text: str) -> dict[str, Any] | None:
     except (json.JSONDecodeError, RecursionError):  # not JSON, or nested beyond Python's stack
         return None
     return record if isinstance(record, dict) and not _too_deep(record) else None
+
+
+class NotWhole(ValueError):
+    """A record that does not say its value whole: a part missing, of another kind than its
+    type says, or a text kept as its hash."""
+
+
+def read_back(record: Any, cls: type) -> Any:
+    """Return the value of `cls` whose meaning is `record`, for a record that keeps no text
+    as its hash (a sweep.sh's, a submit.sh's: names, numbers, hashes, short lines); raise
+    NotWhole where it does not say one. A job's record is read back by `obc plan`, which
+    finds its hashed texts (compiler/plan/recorded.py)."""
+    return _read_back(record, part_of(cls))
+
+
+def _read_back(value: Any, part: Part) -> Any:
+    if part.kind == "record":
+        if not isinstance(value, dict) or set(value) != set(field_names(part.of)):
+            raise NotWhole(f"not a record of {part.of.__name__}")
+        return part.of(**{name: _read_back(item, part.child(name))
+                          for name, item in value.items()})
+    if value == [] and part.kind in ("items", "list"):  # empty, whatever its items would be
+        return ()
+    if part.kind == "items" and isinstance(value, dict):
+        key = KEY_FIELDS.get(part.of, field_names(part.of)[0])
+        return tuple(_read_back({**item, key: name} if isinstance(item, dict) else item,
+                                part_of(part.of)) for name, item in value.items())
+    if part.kind == "list" and isinstance(value, list):
+        return tuple(_read_back(item, part_of(part.of)) for item in value)
+    if part.kind in ("items", "list", "names", "variant") or \
+            (part.kind == "text" and not isinstance(value, str)):
+        raise NotWhole(f"not a value its type says: {value!r:.40}")
+    return value
 
 
 def _too_deep(value: Any, depth: int = 0) -> bool:

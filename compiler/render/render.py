@@ -351,6 +351,8 @@ def render_submit(submit: Submit, printer: Printer = _REAL) -> str:
     """Return the submit.sh of a job's stages, its values written by `printer`."""
     lines = submit_help_lines(submit)
     header = [f"{GENERATED_PREFIX}{submit.source_file}. DO NOT EDIT.", "", *lines]
-    return _environment().get_template("submit.sh.j2").render(
+    text = _environment().get_template("submit.sh.j2").render(
         submit=submit, header_lines=header, help_lines=lines, usage=SUBMIT_USAGE,
         stage_job_ids=ShellText(STAGE_JOB_IDS), **{_PRINTER: printer})
+    # What it was made of, last: `obc verify` renders it again from this.
+    return f"{text}\n{printer.comment(record_lines(submit))}\n"

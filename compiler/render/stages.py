@@ -39,10 +39,12 @@ class SubmittedStage:
 
 @dataclass(frozen=True, slots=True)
 class Submit:
-    """What submit.sh is made of: the job, and its stages in order."""
+    """What submit.sh is made of: the job, the obc that wrote it, and its stages in order.
+    Its plan record says it whole: `obc verify` renders it again from that."""
 
     run: str
     source_file: str
+    obc_version: str
     stages: tuple[SubmittedStage, ...]
 
 
@@ -75,7 +77,7 @@ class SubmitFile:
 
 def build_submit(job: Job, texts: list[str]) -> Submit:
     """The submit script of `job`, whose stages (Job.stages) compiled to these scripts."""
-    return Submit(job.id, job.source_file, tuple(
+    return Submit(job.id, job.source_file, job.obc_version, tuple(
         SubmittedStage(stage.name, stage_id(job.id, stage.name),
                        hashlib.sha256(text.encode()).hexdigest(),
                        tuple(step.name for step in stage.steps),

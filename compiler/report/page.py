@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from html import escape
 
-from ..status.table import COLUMNS, Row
+from ..status.table import COLUMNS, Row, columns
 from .plots import Curve, loss_svg
 
 STYLE = """\
@@ -42,8 +42,10 @@ def report_page(rows: list[Row]) -> str:
 
 
 def _table(rows: list[Row]) -> str:
-    head = "".join(f"<th>{escape(column)}</th>" for column in COLUMNS)
-    lines = ["<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row.cells()) + "</tr>"
+    names = columns(rows)
+    head = "".join(f"<th>{escape(column)}</th>" for column in names)
+    lines = ["<tr>" + "".join(f"<td>{escape(cell)}</td>"
+                              for cell in row.cells(stages=names != COLUMNS)) + "</tr>"
              for row in rows]
     return "\n".join(['<table id="status">', f"<thead><tr>{head}</tr></thead>", "<tbody>",
                       *lines, "</tbody>", "</table>"])

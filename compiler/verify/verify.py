@@ -18,11 +18,15 @@ from ..render.library import MAIN_CALL, EmbeddedLibrary, read_library, released_
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """What `obc verify` found in one script: its obc version and parts, and each problem."""
+    """What `obc verify` found in one script: its obc version and parts, and each problem;
+    for a script that starts others (scripts.py), the job.sh scripts it starts and what
+    its verdict says when it holds."""
 
     version: str | None
     parts: tuple[str, ...]
     problems: tuple[str, ...]
+    started: tuple[str, ...] = ()
+    summary: str | None = None
 
     @property
     def verified(self) -> bool:
@@ -66,5 +70,6 @@ def _names(parts: tuple[tuple[str, str], ...]) -> str:
 def format_verdict(verdict: Verdict) -> str:
     """One line: `verified: obc 0.3.0's library, 11 parts as released`, or why not."""
     if verdict.verified:
-        return f"verified: obc {verdict.version}'s library, {len(verdict.parts)} parts as released"
+        return "verified: " + (verdict.summary or f"obc {verdict.version}'s library, "
+                                                  f"{len(verdict.parts)} parts as released")
     return "NOT verified: " + "; ".join(verdict.problems)

@@ -140,3 +140,19 @@ def test_without_matplotlib_the_error_names_the_extra(tmp_path):
         "obc: error: obc report draws with matplotlib, which is not installed: "
         "pip install 'overbrainer[report]'\n"))
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_job_with_stages_has_their_column_on_the_page(tmp_path):
+    pipeline = """\
+version: 1
+id: pipe
+runtime: {kind: native}
+steps: [{name: prep, run: [echo]}, {name: main, run: [echo]}]
+slurm: {time: 30, stages: {prep: {gpus_per_node: 0}}}
+"""
+    out = compile_out(tmp_path, {"pipe.yaml": pipeline, "sw.yaml": SWEEP})
+    rows = [build_row(job, NOW) for job in find_jobs([out], tmp_path / "runs")]
+    page = report_page(rows)
+    assert "<th>slurm job</th><th>stages</th>" in page
+    assert "<td>prep not started, main not started</td></tr>" in page
+    assert page.count("<td>-</td></tr>") == 3  # the sweep's runs have none

@@ -9,10 +9,12 @@ Update the snapshot after an intended change with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pty
 import re
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -59,13 +61,13 @@ def compile_out(root: Path, files: dict[str, str]) -> Path:
 
 def record(run_dir: Path, job: str, state: str, *, attempt: int = 1, step: str | None = "train",
            exit_code: int | None = None, ended_at: str | None = None,
-           slurm_job_id: str | None = None) -> None:
+           slurm_job_id: str | None = None, inputs: str = "sha256:" + "a" * 64) -> None:
     """A record as job.sh writes it (templates/lib/records.sh obc_status), field by field."""
     (run_dir / ".obc").mkdir(parents=True)
     line = json.dumps({"job": job, "attempt": attempt, "state": state, "step": step,
                        "exit_code": exit_code, "started_at": STARTED, "ended_at": ended_at,
                        "slurm_job_id": slurm_job_id, "slurm_restarts": None,
-                       "inputs": "sha256:" + "a" * 64, "resumed_from": None,
+                       "inputs": inputs, "resumed_from": None,
                        "resumed_from_inputs": None})
     (run_dir / ".obc/status.json").write_text(line + "\n")
 
@@ -130,6 +132,53 @@ matrix: {axes: {a: {set: env.A, values: [x, y]}}}
     assert jobs(out / "sw/all.sh") == ["sw-x", "sw-y"]
     (run_dir,) = find_jobs([out / "one"], root)
     assert (run_dir.run_dir, run_dir.checkpoints) == (root / "one", root / "one/out")
+
+
+def test_a_stage_stands_for_its_job_with_what_each_step_finishes_for(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    example = [Path("examples/slurm-pipeline.yaml")]
+    apply(changes_to(tmp_path / "out", compile_files(example, out=tmp_path / "out").outputs))
+    # Without OUT, every job is built (with it, one compiled before may be reused).
+    job = next(script.job for script in compile_files(example).scripts
+               if script.job.id == "slurm-pipeline")
+
+    (watched,) = find_jobs([tmp_path / "out"], None)
+
+    # As the scripts judge a step finished: Job.step_inputs, which obc_step_inputs prints.
+    assert (watched.job, watched.inputs) == ("slurm-pipeline", job.training_inputs)
+    assert [(stage.name, stage.job, stage.steps) for stage in watched.stages] == [
+        (stage.name, f"slurm-pipeline-{stage.name}",
+         tuple((step.name, job.step_inputs(step)) for step in stage.steps))
+        for stage in job.stages]
+    assert find_jobs([tmp_path / "out/slurm-pipeline-eval/job.sh"], None) == [watched]
+    # Where no run dir is known (a variable not set), no stage's state is.
+    unknown = build_row(dataclasses.replace(watched, run_dir=None, problem="no run dir"), NOW)
+    assert (unknown.state, unknown.cells(stages=True)[-1]) == (
+        None, "preprocess unknown, train unknown, eval unknown")
+
+
+def test_a_jobs_own_script_that_failed_before_any_step_failed_its_first_stage(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.chdir(REPO)
+    out, root = tmp_path / "out", tmp_path / "runs"
+    apply(changes_to(out, compile_files([Path("examples/slurm-pipeline.yaml")],
+                                        out=out).outputs))
+    (watched,) = find_jobs([out], root)
+
+    def stages(inputs: str) -> tuple[str | None, list[tuple[str, str | None, str | None]]]:
+        shutil.rmtree(root, ignore_errors=True)
+        # Preflight failed (exit 3): the job's job.sh ran no step.
+        record(root / "slurm-pipeline", "slurm-pipeline", "failed", step=None, exit_code=3,
+               ended_at=STARTED, inputs=inputs)
+        row = build_row(watched, NOW)
+        return row.state, [(stage.name, stage.state, stage.step) for stage in row.stages]
+
+    assert stages(watched.inputs) == ("failed", [("preprocess", "failed", None),
+                                                 ("train", "not started", None),
+                                                 ("eval", "not started", None)])
+    # A run for other training inputs says nothing of these scripts' stages.
+    assert stages("sha256:" + "b" * 64)[1] == [
+        (name, "not started", None) for name in ("preprocess", "train", "eval")]
 
 
 def test_a_run_dir_is_the_scripts_default_with_home_and_variables_from_the_environment(

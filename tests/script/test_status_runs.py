@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import SHELLS, Sandbox, install_stub, start_script
 from tests.script.test_sweep_script import compile_out
 from tests.support.engines import wait_until
+from tests.support.stages import compile_out as stage_out
 
 SWEEP = """\
 version: 1
@@ -156,3 +157,84 @@ def test_sweep_status_adds_each_runs_state_to_the_runs_table_in_every_shell(swee
     one = subprocess.run([*SHELLS[shell], str(out / "sw/sweep.sh"), "--status", "sw-8"],
                          env=box.env(), capture_output=True, text=True, timeout=60, check=False)
     assert one.stdout.splitlines()[1:] == ["2\tsw-8\t8\tnot started\t-\t-\t-"]
+
+
+# A pipeline whose eval waits for the file `go` in the run dir and exits with the code in it,
+# so that the test decides when it ends and how.
+PIPELINE = """\
+version: 1
+id: pipe
+runtime: {kind: native}
+trainer: {axolotl: {config: {base_model: m}, preprocess: true}}
+steps: [{name: eval, run: [sh, -c, 'until [ -s go ]; do sleep 0.1; done; exit "$(cat go)"']}]
+slurm:
+  time: 30
+  gpus_per_node: 1
+  stages:
+    preprocess: {gpus_per_node: 0}
+    eval: {time: 20}
+"""
+
+
+def stages_of(obc, *paths: Path) -> list[tuple]:
+    """Each row of `obc status --format json PATHS`: its job, state and each stage's
+    (name, job, state, step)."""
+    shown = obc("status", "--format", "json", *map(str, paths))
+    assert shown.code == 0, shown.stderr
+    return [(row["job"], row["state"],
+             [(stage["name"], stage["job"], stage["state"], stage["step"])
+              for stage in row["stages"]])
+            for row in map(json.loads, shown.stdout.splitlines())]
+
+
+def test_obc_status_shows_a_jobs_stages_in_one_row_each_where_it_stands(
+        sandbox, tmp_path, obc, monkeypatch):
+    (tmp_path / "one").mkdir()
+    out = stage_out(tmp_path / "one", PIPELINE)
+    monkeypatch.setenv("HOME", str(sandbox.home))
+    run_dir = sandbox.home / "overbrainer/runs/pipe"
+
+    def stages(*states: tuple[str, str | None]) -> list[tuple]:
+        return [(name, f"pipe-{name}", state, step)
+                for name, (state, step) in zip(("preprocess", "train", "eval"), states,
+                                                strict=True)]
+
+    never = ("not started", None)
+    assert stages_of(obc, out) == [("pipe", "not started", stages(never, never, never))]
+    for stage in ("preprocess", "train"):
+        assert sandbox.run(out / f"pipe-{stage}/job.sh").returncode == 0
+    (run_dir / "go").write_text("7\n")
+    # The whole job's script: it skips what the stages did, and eval fails in it.
+    assert sandbox.run(out / "pipe/job.sh").returncode == 7
+    failed = [("pipe", "failed", stages(("done", None), ("done", None), ("failed", "eval")))]
+    assert stages_of(obc, out) == failed
+    # Any of the job's scripts stands for the job, each once; submit.sh too.
+    assert stages_of(obc, out / "pipe-train/job.sh", out / "pipe") == failed
+    assert stages_of(obc, out / "pipe/submit.sh") == failed
+
+    (run_dir / "go").unlink()
+    evaluating = start_script(out / "pipe-eval/job.sh", shell="dash", env=sandbox.env())
+    wait_until(lambda: '"state": "running", "step": "eval"' in
+               (run_dir / ".obc/status.json").read_text(), "eval to run")
+    assert stages_of(obc, out) == [
+        ("pipe", "running", stages(("done", None), ("done", None), ("running", "eval")))]
+    (run_dir / "go").write_text("0\n")
+    assert evaluating.wait(timeout=60) == 0
+    done = ("done", None)
+    assert stages_of(obc, out) == [("pipe", "done", stages(done, done, done))]
+
+    header, row = [re.split(r"  +", line) for line in obc("status", str(out)).stdout.splitlines()]
+    assert (header[-1], row[0], row[1], row[-1]) == (
+        "stages", "pipe", "done", "preprocess done, train done, eval done")
+    # Compiled again with another base model, no stage has finished for the new inputs.
+    (tmp_path / "two").mkdir()
+    changed = stage_out(tmp_path / "two", PIPELINE.replace("base_model: m", "base_model: n"))
+    assert stages_of(obc, changed) == [("pipe", "not started", stages(never, never, never))]
+
+
+def test_a_job_without_stages_has_no_stages_column(sandbox, tmp_path, obc, monkeypatch):
+    out = compile_out(tmp_path, SWEEP)
+    monkeypatch.setenv("HOME", str(sandbox.home))
+    shown = obc("status", "--format", "json", str(out))
+    assert [json.loads(line)["stages"] for line in shown.stdout.splitlines()] == [[]] * 3
+    assert "stages" not in obc("status", str(out)).stdout
