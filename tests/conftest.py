@@ -34,7 +34,8 @@ FOLDER_NEEDS = {"script": "shells", "engines": "engines", "slurm": "slurm", "axo
 FIXTURE_NEEDS = {"podman": "engines", "docker": "engines", "test_image_tar": "engines",
                  "cleanup": "engines", "token_service": "engines", "start_registry": "engines",
                  "slurm": "slurm", "pyxis": "slurm", "axolotl_venv": "axolotl",
-                 "trl_venv": "trl", "llamafactory_venv": "llamafactory"}
+                 "axolotl_newest_venv": "axolotl", "trl_venv": "trl",
+                 "llamafactory_venv": "llamafactory"}
 
 # How each POSIX shell of the matrix is started.
 SHELLS: dict[str, list[str]] = {
@@ -324,7 +325,12 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
 # As fixtures for every test module: the real engines of tests/support/engines.py, and real Axolotl
 # (tests/support/axolotl.py: its venv, the tiny model, the image that runs them) and real TRL
 # (tests/support/trl.py) and LLaMA-Factory (tests/support/llamafactory.py).
-from tests.support.axolotl import axolotl_image, axolotl_venv, tiny_model  # noqa: E402,F401
+from tests.support.axolotl import (  # noqa: E402,F401
+    axolotl_image,
+    axolotl_newest_venv,
+    axolotl_venv,
+    tiny_model,
+)
 from tests.support.engines import cleanup, docker, podman, test_image_tar  # noqa: E402,F401
 from tests.support.llamafactory import llamafactory_venv, tiny_factory  # noqa: E402,F401
 from tests.support.registry import start_registry, token_service  # noqa: E402,F401

@@ -22,13 +22,18 @@ from typing import Any
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas" / "trainers"
 
-# Run by the trainer's venv: prints its version and the schema of the config it validates.
-# An enum whose values JSON cannot hold (torch dtypes) is left unchecked rather than guessed.
+# Run by the trainer's venv: prints its version and the schema of the config it validates
+# when the config loads no plugin: its input config with the keys of the plugins it loads for
+# every config (from 0.20 its built-in ones, context and expert parallelism), as
+# utils/config's validate_config merges them (merge_input_args). An enum whose values JSON
+# cannot hold (torch dtypes) is left unchecked rather than guessed.
 AXOLOTL_PROGRAM = """
 import json, sys
 from importlib.metadata import version
 from pydantic.json_schema import GenerateJsonSchema
-from axolotl.utils.schemas.config import AxolotlInputConfig
+from axolotl.integrations.config import merge_input_args
+
+_, AxolotlInputConfig = merge_input_args()
 
 class Schema(GenerateJsonSchema):
     def enum_schema(self, schema):

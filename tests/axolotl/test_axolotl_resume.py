@@ -1,7 +1,8 @@
 """Real Axolotl loses no training when its job is stopped: on the real Slurm cluster, the
 time-limit signal makes train checkpoint, the job requeues itself, and the next attempt
 resumes from that checkpoint; natively, a partial newest checkpoint is moved aside and train
-resumes from the whole one before it. (tests/script/test_resume.py covers the script's paths in
+resumes from the whole one before it, and the newest release obc supports resumes as the
+oldest does. (tests/script/test_resume.py covers the script's paths in
 every shell with a stand-in trainer.)"""
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ STEPS = 20
 
 
 def train_only(job_id: str, venv, config: dict, run_dir, env: dict | None = None,
-               preprocess: bool = False, **more: object) -> str:
+               preprocess: bool = False, merge: bool = False, **more: object) -> str:
     return dump({"version": 1, "id": job_id, "runtime": {**native(venv), "stop_timeout": 20},
                  "paths": {"run_dir": str(run_dir)},
-                 "trainer": {"axolotl": {"config": config, "preprocess": preprocess}},
+                 "trainer": {"axolotl": {"config": config, "preprocess": preprocess,
+                                         "merge": merge}},
                  "checkpoint": {"grace": 60},
                  # Unbuffered: the log shows a step when it is taken, not 8 KB later.
                  "env": {"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})},
@@ -81,6 +83,56 @@ def test_a_stopped_job_checkpoints_requeues_itself_and_resumes_there(
     record = json.loads((run_dir / ".obc/status.json").read_text())
     assert (record["attempt"], record["state"], record["slurm_restarts"],
             record["resumed_from"]) == (2, "succeeded", 1, f"{OUTPUT_DIR}/checkpoint-{step}")
+
+
+def logged_steps(checkpoint) -> list[int]:
+    """The step of each loss in the checkpoint's trainer_state.json, in order."""
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    return [entry["step"] for entry in state["log_history"] if "loss" in entry]
+
+
+def test_the_newest_release_preprocesses_trains_is_stopped_by_term_resumes_and_merges(
+        axolotl_newest_venv, tiny_model, tmp_path):
+    # The newest release obc supports, in one job (the oldest, whose venv the other tests
+    # run, has a test for each): preprocess, train with checkpoints stopped by a real TERM,
+    # the dynamic checkpoint's trigger file, --resume-from-checkpoint, merge-lora.
+    run_dir = tmp_path / "run"
+    steps = 6
+    # Paused after step 2 until the job asks for a checkpoint (obc_pause.py); the resumed
+    # run saves one at its last step, whose trainer_state.json holds the whole history.
+    config = lora_config(tiny_model, max_steps=steps, save_steps=steps,
+                         plugins=["obc_pause.PausePlugin"])
+    script = write_script(tmp_path, compile_text(tmp_path, train_only(
+        "newest", axolotl_newest_venv, config, run_dir, env={"PYTHONPATH": str(PROGRAMS)},
+        preprocess=True, merge=True)))
+    job = subprocess.Popen(["sh", str(script)], env=clean_env(home(tmp_path)),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        log = run_dir / ".obc/logs/train.1.log"
+        wait_until(lambda: losses(log) >= 1 or job.poll() is not None, "train to take a step",
+                   JOB_TIMEOUT)
+        job.send_signal(signal.SIGTERM)
+        _, stderr = job.communicate(timeout=JOB_TIMEOUT)
+    finally:
+        job.kill()
+    assert job.returncode == 143, last_lines(stderr)
+    (saved,) = re.findall(r"obc: checkpoint-(\d+) saved$", stderr, re.MULTILINE)
+    step = int(saved)
+    assert 0 < step < steps
+    assert logged_steps(run_dir / OUTPUT_DIR / f"checkpoint-{step}") == list(range(1, step + 1))
+
+    again = subprocess.run(["sh", str(script)], env=clean_env(home(tmp_path)),
+                           capture_output=True, text=True, timeout=JOB_TIMEOUT, check=False)
+    assert again.returncode == 0, last_lines(again.stderr)
+    assert "obc: step 1/3 preprocess: finished before for these inputs, skipped" in \
+        untimed(again.stderr)
+    assert f"obc: step 2/3 train: resumes from {OUTPUT_DIR}/checkpoint-{step}" in \
+        untimed(again.stderr)
+    # Each step taken once: those before the checkpoint by the first run, the rest by this one.
+    assert losses(run_dir / ".obc/logs/train.2.log") == steps - step
+    assert logged_steps(run_dir / OUTPUT_DIR / f"checkpoint-{steps}") == \
+        list(range(1, steps + 1))
+    assert (run_dir / OUTPUT_DIR / "merged" / "model.safetensors").is_file()
 
 
 def test_a_partial_newest_checkpoint_is_moved_aside_and_train_resumes_before_it(

@@ -1,9 +1,11 @@
-"""Real Axolotl for the tests: its venv, a tiny model built offline, a config that trains on CPU.
+"""Real Axolotl for the tests: its venvs, a tiny model built offline, a config that trains on CPU.
 
-tests/run installs Axolotl 0.19.0 and a CPU build of torch into a venv of its own,
-OBC_AXOLOTL_VENV (default /opt/obc-axolotl). The tiny model is a random two-layer Llama with
-a byte-level BPE tokenizer (tests/support/programs/tiny_model.py), built once per session by that
-venv's python, with no hub access, in a folder that containers mount read-only at the same
+tests/run installs the oldest release obc supports, Axolotl 0.19.0 with a CPU build of torch,
+into a venv of its own, OBC_AXOLOTL_VENV (default /opt/obc-axolotl), which most tests run; and
+the newest, 0.21.0 on Python 3.12, into another, OBC_AXOLOTL_NEWEST_VENV (default
+/opt/obc-axolotl-0.21), which a few run. The tiny model is a random two-layer Llama with a
+byte-level BPE tokenizer (tests/support/programs/tiny_model.py), built once per session by the
+oldest's python, with no hub access, in a folder that containers mount read-only at the same
 path. `lora_config` is an Axolotl config that preprocesses, trains a LoRA adapter for two
 steps with a checkpoint at each, and merges it, in about 20 s a command on one CPU.
 """
@@ -18,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-AXOLOTL_VENV = Path(os.environ.get("OBC_AXOLOTL_VENV", "/opt/obc-axolotl"))
 PROGRAMS = Path(__file__).resolve().parent / "programs"
+TESTS = Path(__file__).resolve().parent.parent
 # Where a run of lora_config leaves its outputs, relative to the run dir.
 OUTPUT_DIR = "outputs/lora"
 STEPS = 2
@@ -71,9 +73,45 @@ def built_tiny_model(venv: Path, tmp_path_factory: pytest.TempPathFactory, name:
     return root
 
 
+@dataclass(frozen=True)
+class Release:
+    """A release of Axolotl the tests run: the venv tests/run installs it into from its pins
+    (the variable that names the venv, and its default)."""
+
+    variable: str
+    default: str
+    requirements: str
+
+    @property
+    def venv(self) -> Path:
+        return Path(os.environ.get(self.variable, self.default))
+
+    @property
+    def version(self) -> str:
+        """The release the requirements pin (axolotl==X.Y.Z)."""
+        text = (TESTS / self.requirements).read_text(encoding="utf-8")
+        (pin,) = [line for line in text.splitlines() if line.startswith("axolotl==")]
+        return pin.removeprefix("axolotl==")
+
+
+OLDEST = Release("OBC_AXOLOTL_VENV", "/opt/obc-axolotl", "axolotl-requirements.txt")
+NEWEST = Release("OBC_AXOLOTL_NEWEST_VENV", "/opt/obc-axolotl-0.21",
+                 "axolotl-newest-requirements.txt")
+
+
+def release_venv(release: Release) -> Path:
+    return installed_venv(release.venv, f"Axolotl {release.version}", release.variable)
+
+
 @pytest.fixture(scope="session")
 def axolotl_venv() -> Path:
-    return installed_venv(AXOLOTL_VENV, "Axolotl", "OBC_AXOLOTL_VENV")
+    """The oldest release's venv, which most tests run."""
+    return release_venv(OLDEST)
+
+
+@pytest.fixture(scope="session")
+def axolotl_newest_venv() -> Path:
+    return release_venv(NEWEST)
 
 
 @pytest.fixture(scope="session")
