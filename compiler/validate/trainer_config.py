@@ -59,10 +59,16 @@ def problems(where: ConfigPlace, keys: str | None = None) -> list[Diagnostic]:
         return []
     # Whose config: "LLaMA-Factory 0.9's export config" for its export_keys.
     release = f"{kind.title} {version}'s {keys.removesuffix('_keys') + ' ' if keys else ''}config"
+    unknown_hint = UNKNOWN_KEY_HINTS[kind.name]
+    if "version" not in where.source.data["trainer"][kind.name] and len(known) > 1:
+        # The key may be one of the release the job really runs.
+        unknown_hint += f"; obc checks against {kind.title} {version} unless " \
+            f"trainer.{kind.name}.version names another release ({', '.join(known)}): name " \
+            "the one your image or venv has"
     return sorted({where.problem(path, message, hint, key=at_key)
                    for error in _validator(kind.name, version, keys).iter_errors(where.config)
                    for path, at_key, message, hint in _explain(error, release, schema,
-                                                               UNKNOWN_KEY_HINTS[kind.name])})
+                                                               unknown_hint)})
 
 
 @cache

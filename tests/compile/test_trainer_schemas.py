@@ -155,6 +155,21 @@ def test_a_built_in_plugin_s_keys_pass_from_the_release_that_loads_it_for_every_
     assert len(found) == len(unknown)
 
 
+def test_an_unknown_key_of_the_default_release_says_how_to_name_another(tmp_path: Path):
+    # A job whose image or venv has another Axolotl than the default release must be told
+    # that the key may be one of that release's, and how to say which release it has.
+    (tmp_path / "default").mkdir()
+    (found,) = _compile(tmp_path / "default", _with("expert_parallel_size: 2"))
+    assert "expert_parallel_size: not a key of Axolotl 0.19's config" in found
+    assert "obc checks against Axolotl 0.19 unless trainer.axolotl.version names another " \
+        "release (0.19, 0.20, 0.21): name the one your image or venv has" in found
+    (tmp_path / "named").mkdir()
+    (named,) = _compile(tmp_path / "named", _with("expert_parallel_size: 2"),
+                        RUN_FILE + '    version: "0.20"\n')
+    assert "not a key of Axolotl 0.20's config" in named
+    assert "unless trainer.axolotl.version" not in named
+
+
 def _example_configs() -> list[tuple[str, str, dict]]:
     """Every trainer config of the examples, inline or in a file of its own, with its
     trainer."""
