@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
@@ -21,6 +22,8 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.resolver import VersionedResolver
+
+from .libyaml_events import read_events
 
 MAX_DEPTH = 32
 # What the document may expand to through aliases: a run file has a few hundred values and no
@@ -97,31 +100,39 @@ def compose(text: str) -> tuple[Node, EventLoader]:
 def _screen_events(text: str) -> tuple[list[ev.Event], tuple[int, int] | None]:
     """Reject what obc does not read (tags, several documents, YAML 1.1); bound depth and size.
 
-    Returns the events, to be composed without parsing the text again (pure-Python parsing is
-    most of what loading costs), and the YAML version the document declares, if any.
+    Returns the events, to be composed without parsing the text again (parsing is most of
+    what loading costs), and the YAML version the document declares, if any. libyaml parses
+    the texts it reads as ruamel does (libyaml_events.py), ruamel all others.
     """
+    parsed = read_events(text)
+    if parsed is not None:
+        return _screened(parsed)
+    with contextlib.closing(_parser().parse(io.StringIO(text))) as parsed:
+        return _screened(parsed)
+
+
+def _screened(parsed: Iterable[ev.Event]) -> tuple[list[ev.Event], tuple[int, int] | None]:
     depth = documents = values = 0
     events: list[ev.Event] = []
     version = None
-    with contextlib.closing(_parser().parse(io.StringIO(text))) as parsed:
-        for event in parsed:
-            events.append(event)
-            mark = Mark(event.start_mark.line + 1, event.start_mark.column + 1)
-            if isinstance(event, ev.DocumentStartEvent):
-                documents += 1
-                _screen_document(event, documents, mark)
-                version = event.version
-            values += isinstance(event, ev.ScalarEvent | ev.CollectionStartEvent)
-            depth += isinstance(event, ev.CollectionStartEvent)
-            depth -= isinstance(event, ev.CollectionEndEvent)
-            if values > MAX_VALUES:  # stop early: pure-Python YAML reads ~10,000 values/second
-                raise LoadError(mark, f"file holds more than {MAX_VALUES:,} values; a run file "
-                                "has a few hundred", "put large content in files:")
-            if depth > MAX_DEPTH:
-                raise LoadError(mark, f"nesting is deeper than {MAX_DEPTH} levels")
-            if getattr(event, "tag", None) is not None:
-                raise LoadError(mark, f"YAML tag '{shorthand(event.tag)}' is not allowed",
-                                "remove the tag: obc reads plain YAML values only")
+    for event in parsed:
+        events.append(event)
+        mark = Mark(event.start_mark.line + 1, event.start_mark.column + 1)
+        if isinstance(event, ev.DocumentStartEvent):
+            documents += 1
+            _screen_document(event, documents, mark)
+            version = event.version
+        values += isinstance(event, ev.ScalarEvent | ev.CollectionStartEvent)
+        depth += isinstance(event, ev.CollectionStartEvent)
+        depth -= isinstance(event, ev.CollectionEndEvent)
+        if values > MAX_VALUES:  # stop early: pure-Python YAML reads ~10,000 values/second
+            raise LoadError(mark, f"file holds more than {MAX_VALUES:,} values; a run file "
+                            "has a few hundred", "put large content in files:")
+        if depth > MAX_DEPTH:
+            raise LoadError(mark, f"nesting is deeper than {MAX_DEPTH} levels")
+        if getattr(event, "tag", None) is not None:
+            raise LoadError(mark, f"YAML tag '{shorthand(event.tag)}' is not allowed",
+                            "remove the tag: obc reads plain YAML values only")
     return events, version
 
 
