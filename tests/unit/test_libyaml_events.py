@@ -42,6 +42,9 @@ SCALARS = ["a", "key", "x1", "é", "ü x", "\U0001d11e", "😀 z", "1", "0777", 
            "[a, b]", "[]", "{}", "{a: 1, b: [c]}", "[a, {b: c}]", "'a\n  b'", '"a\n\n  b"',
            "a\n  b", "a\n\n   b c", "[a,\n  b]", "{a: b,\n c: d}", '{"a":b}', "x ", '"\\ "',
            "--- a", "a\n...\n", "a\n---\nb"]
+# Every escape of a double-quoted string, and some that are none.
+SCALARS += [f'"x\\{escape}y"' for escape in [*"0abtnvfre \"/\\N_LP", "x41", "u263A", "U0001F600",
+                                             "x", "q", "'", "uD800"]]
 BLOCK_HEADERS = ["|", ">", "|-", ">-", "|+", ">+", "|2", ">1-"]
 PIECES = [*KNOWN_DIFFERENCES, ":", ": ", "-", "- ", " ", "  ", "\n", "#", " # c", ",", "[", "]",
           "{", "}", "'", '"', "\\", "---", "...", "|", ">", "é", "\n  ", "\n- "]
