@@ -132,7 +132,8 @@ class Store:
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as stream:
-                    json.dump(value, stream, ensure_ascii=False, separators=(",", ":"))
+                    # dumps, not dump: only a whole dump goes through json's C encoder.
+                    stream.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
                 os.replace(tmp, path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)

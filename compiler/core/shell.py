@@ -143,5 +143,7 @@ def _reads_intact(line: str, delimiter: str) -> bool:
     """
     if looks_like_end_token(line, delimiter):
         return False
+    if not line.startswith(delimiter[0]):  # most lines: nothing in common
+        return True
     common = len(os.path.commonprefix([line, delimiter]))
     return common in (0, len(line)) or line[common].isascii()

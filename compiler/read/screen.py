@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
@@ -22,6 +23,8 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.resolver import VersionedResolver
 
+from .libyaml_events import read_events
+
 MAX_DEPTH = 32
 # What the document may expand to through aliases: a run file has a few hundred values and no
 # more text than the file itself (twice load.MAX_FILE_BYTES). These bound what an alias bomb
@@ -30,6 +33,7 @@ MAX_DEPTH = 32
 MAX_VALUES = 10_000
 MAX_TEXT = 2 * 1024 * 1024
 YAML_TAG = "tag:yaml.org,2002:"
+DEFAULT_VERSION = (1, 2)
 
 Path_ = tuple[str | int, ...]
 
@@ -58,8 +62,11 @@ def mark_of_offset(data: bytes | str, offset: int) -> Mark:
     return Mark(data.count(newline, 0, offset) + 1, offset - line_start + 1)
 
 
-def node_mark(node: Node) -> Mark:
+def node_mark(node: Node | ev.Event) -> Mark:
     return Mark(node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+event_mark = node_mark
 
 
 def compose(text: str) -> tuple[Node, EventLoader]:
@@ -97,31 +104,38 @@ def compose(text: str) -> tuple[Node, EventLoader]:
 def _screen_events(text: str) -> tuple[list[ev.Event], tuple[int, int] | None]:
     """Reject what obc does not read (tags, several documents, YAML 1.1); bound depth and size.
 
-    Returns the events, to be composed without parsing the text again (pure-Python parsing is
-    most of what loading costs), and the YAML version the document declares, if any.
+    Returns the events, to be composed without parsing the text again (parsing is most of
+    what loading costs), and the YAML version the document declares, if any. libyaml parses
+    the texts it reads as ruamel does (libyaml_events.py), ruamel all others.
     """
+    parsed = read_events(text)
+    if parsed is not None:
+        return _screened(parsed)
+    with contextlib.closing(_parser().parse(io.StringIO(text))) as parsed:
+        return _screened(parsed)
+
+
+def _screened(parsed: Iterable[ev.Event]) -> tuple[list[ev.Event], tuple[int, int] | None]:
     depth = documents = values = 0
     events: list[ev.Event] = []
     version = None
-    with contextlib.closing(_parser().parse(io.StringIO(text))) as parsed:
-        for event in parsed:
-            events.append(event)
-            mark = Mark(event.start_mark.line + 1, event.start_mark.column + 1)
-            if isinstance(event, ev.DocumentStartEvent):
-                documents += 1
-                _screen_document(event, documents, mark)
-                version = event.version
-            values += isinstance(event, ev.ScalarEvent | ev.CollectionStartEvent)
-            depth += isinstance(event, ev.CollectionStartEvent)
-            depth -= isinstance(event, ev.CollectionEndEvent)
-            if values > MAX_VALUES:  # stop early: pure-Python YAML reads ~10,000 values/second
-                raise LoadError(mark, f"file holds more than {MAX_VALUES:,} values; a run file "
-                                "has a few hundred", "put large content in files:")
-            if depth > MAX_DEPTH:
-                raise LoadError(mark, f"nesting is deeper than {MAX_DEPTH} levels")
-            if getattr(event, "tag", None) is not None:
-                raise LoadError(mark, f"YAML tag '{shorthand(event.tag)}' is not allowed",
-                                "remove the tag: obc reads plain YAML values only")
+    for event in parsed:
+        events.append(event)
+        if isinstance(event, ev.DocumentStartEvent):
+            documents += 1
+            _screen_document(event, documents, event_mark(event))
+            version = event.version
+        values += isinstance(event, ev.ScalarEvent | ev.CollectionStartEvent)
+        depth += isinstance(event, ev.CollectionStartEvent)
+        depth -= isinstance(event, ev.CollectionEndEvent)
+        if values > MAX_VALUES:  # stop early: pure-Python YAML reads ~10,000 values/second
+            raise LoadError(event_mark(event), f"file holds more than {MAX_VALUES:,} values; "
+                            "a run file has a few hundred", "put large content in files:")
+        if depth > MAX_DEPTH:
+            raise LoadError(event_mark(event), f"nesting is deeper than {MAX_DEPTH} levels")
+        if getattr(event, "tag", None) is not None:
+            raise LoadError(event_mark(event), f"YAML tag '{shorthand(event.tag)}' is not "
+                            "allowed", "remove the tag: obc reads plain YAML values only")
     return events, version
 
 
@@ -158,7 +172,16 @@ class EventLoader:
 
     def __init__(self, events: list[ev.Event], version: tuple[int, int] | None) -> None:
         self._parser = _Replay(events)
-        self._resolver = VersionedResolver(version=version, loader=self)
+        self._resolver = _DocumentResolver(version=version, loader=self)
+
+
+class _DocumentResolver(VersionedResolver):
+    """ruamel's resolver for the YAML version it is made for, which ruamel would look for at
+    every value in a scanner, a loader's settings or a dumper's (none of them here) first."""
+
+    @property
+    def processing_version(self) -> tuple[int, int]:
+        return self._loader_version or DEFAULT_VERSION
 
 
 def _screen_document(event: ev.DocumentStartEvent, number: int, mark: Mark) -> None:

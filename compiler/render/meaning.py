@@ -69,12 +69,14 @@ def digest_of(text: str) -> dict[str, str]:
     return {DIGEST_KEY: sha256(text.encode())}
 
 
+@cache  # by class: asked of every value of every job
 def _is_record(cls: Any) -> bool:
     """Whether values of `cls` have named parts: a dataclass or a named tuple."""
     return dataclasses.is_dataclass(cls) or (
         isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"))
 
 
+@cache
 def field_names(cls: type) -> tuple[str, ...]:
     """Return the names of a record's fields, in order."""
     if dataclasses.is_dataclass(cls):

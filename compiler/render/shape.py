@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from ..core import shell
 from ..core.shell import ShellText
 from ..model.job import Job
+from .meaning import field_names
 from .render import Printer, render_twice
 
 # A comment that shellcheck reads as a directive (Parser.hs, `readAnnotationPrefix`).
@@ -125,8 +126,8 @@ def job_strings(value: object) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif dataclasses.is_dataclass(value):
-        for field in dataclasses.fields(value):
-            yield from job_strings(getattr(value, field.name))
+        for name in field_names(type(value)):
+            yield from job_strings(getattr(value, name))
     elif isinstance(value, tuple | list):
         for item in value:
             yield from job_strings(item)
