@@ -289,8 +289,10 @@ def _unaccounted(out: Path, known: Callable[[Path], bool]) -> Iterator[tuple[Pat
     obc's header. Links are not followed."""
     if not out.is_dir() or out.is_symlink():
         return
+    depths = {os.fspath(out): 0}  # each folder's, known from its parent's: no path parsed
     for folder, folders, files in os.walk(out, onerror=_stop):
-        depth = len(Path(folder).relative_to(out).parts)
+        depth = depths.pop(folder)
+        depths.update((os.path.join(folder, name), depth + 1) for name in folders)
         for name in sorted(folders + files):
             path = Path(folder, name)
             if known(path):

@@ -144,8 +144,11 @@ def run_files(paths: Iterable[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            inside = sorted(p for p in _folder_entries(path)
-                            if p.suffix in RUN_FILE_SUFFIXES and p.is_file())
+            # By name, which is a path's order within one folder, not by Path's comparison,
+            # which makes each path's parts again at every step of the sort.
+            inside = sorted((p for p in _folder_entries(path)
+                             if p.suffix in RUN_FILE_SUFFIXES and p.is_file()),
+                            key=lambda p: p.name)
             if not inside:
                 raise ObcError(f"{path}: no *.yaml or *.yml run files in this folder")
             found += inside

@@ -165,3 +165,10 @@ def test_every_corpus_file_loads_alike_both_ways(monkeypatch):
     assert [loaded(data) for data in texts] == fast
     read_by_libyaml = [data for data in texts if read_events(data.decode(errors="replace"))]
     assert len(texts) > 400 and len(read_by_libyaml) > len(texts) / 2
+
+
+def test_without_libyaml_every_text_is_ruamels(monkeypatch):
+    monkeypatch.setattr(libyaml_events, "CParser", None)
+
+    assert read_events("a: 1\n") is None
+    assert loaded(b"version: 1\nid: r\n")[0] == "{'version': 1, 'id': 'r'}"
