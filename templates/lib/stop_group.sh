@@ -8,7 +8,8 @@
 # KILL for whatever is left of the group after the stop timeout; waits for the step, and
 # up to the stop timeout for the rest of its group: a launcher may end at the TERM before
 # the processes it started, which save a checkpoint (llamafactory-cli before its torchrun,
-# trl sft before its trainer).
+# trl sft before its trainer), and must not have a second TERM meanwhile from
+# obc_close_log (transformers' Trainer would save twice).
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
