@@ -29,7 +29,8 @@ class TrainerKind:
     it writes checkpoints when its config does not say, the option that resumes train from one
     (None: the run file names it), what the job sets in the environment so that it sends no
     telemetry, the release its config is checked against by default (None: no schema),
-    whether it saves a checkpoint when asked (checkpoint.on_signal), and whether obc's
+    whether it saves a checkpoint when asked (checkpoint.on_signal) and the key of its config
+    that obc turns on for it to save one on TERM (None: asked otherwise), and whether obc's
     default image (Axolotl's: torch, torchrun, accelerate) runs it; its configs besides the
     training one (a key under trainer.<name>, and the file it is written to in the run dir),
     what the job sets for it to start its own launcher, and the variable that tells that
@@ -45,6 +46,7 @@ class TrainerKind:
     no_telemetry: tuple[tuple[str, str], ...]
     version: str | None
     checkpoints_on_signal: bool
+    term_checkpoint_key: str | None = None
     in_default_image: bool = False
     more_configs: tuple[tuple[str, str], ...] = ()
     launch_env: tuple[tuple[str, str], ...] = ()
@@ -76,10 +78,17 @@ AXOLOTL = TrainerKind(
     # With telemetry on and no network, `axolotl train` would not exit.
     (("AXOLOTL_DO_NOT_TRACK", "1"),), DEFAULT_AXOLOTL_VERSION, checkpoints_on_signal=True,
     in_default_image=True)
+# transformers' Trainer saves a checkpoint at its next step after a TERM with
+# enable_jit_checkpoint (trainer_jit_checkpoint.py; the tests' 5.6 and 5.17 have it). `trl
+# sft` on one process trains in a child of accelerate's simple launcher, in the step's
+# process group, which has TERM from the job itself: the launcher ends at once, and the job
+# waits for the rest of the group; on several, torchrun passes TERM on.
+TRANSFORMERS_TERM_CHECKPOINT = "enable_jit_checkpoint"
 TRL = TrainerKind(
     "trl", "TRL", "trl.yaml", ("train", "merge"), DEFAULT_TRAINER_OUTPUT_DIR,
     "--resume_from_checkpoint",
-    HF_NO_TELEMETRY, DEFAULT_TRL_VERSION, checkpoints_on_signal=False)
+    HF_NO_TELEMETRY, DEFAULT_TRL_VERSION, checkpoints_on_signal=True,
+    term_checkpoint_key=TRANSFORMERS_TERM_CHECKPOINT)
 # A user's own script, launched by torchrun or accelerate (model/launcher.py): no config, and
 # resumed with the flag the run file names (trainer.torchrun.resume.flag). Its own telemetry
 # is its business; Hugging Face's libraries it may use send none. It has TERM from its
@@ -92,11 +101,14 @@ TORCHRUN = TrainerKind(
 # of output_dir (parser.py, get_train_args: get_last_checkpoint only when it is None). With
 # FORCE_TORCHRUN, `llamafactory-cli train` starts torchrun itself with NNODES, NODE_RANK,
 # NPROC_PER_NODE, MASTER_ADDR and MASTER_PORT from the environment (launcher.py), which
-# obc's rendezvous exports on several nodes; without it, a CPU gets no ranks at all.
+# obc's rendezvous exports on several nodes; without it, a CPU gets no ranks at all. Its
+# torchrun, in the step's process group, passes the job's TERM on to its ranks, which save
+# (transformers' enable_jit_checkpoint); llamafactory-cli itself ends at once.
 LLAMAFACTORY = TrainerKind(
     "llamafactory", "LLaMA-Factory", "llamafactory.yaml", ("train", "export"),
     DEFAULT_TRAINER_OUTPUT_DIR, "resume_from_checkpoint=",
-    HF_NO_TELEMETRY, DEFAULT_LLAMAFACTORY_VERSION, checkpoints_on_signal=False,
+    HF_NO_TELEMETRY, DEFAULT_LLAMAFACTORY_VERSION, checkpoints_on_signal=True,
+    term_checkpoint_key=TRANSFORMERS_TERM_CHECKPOINT,
     more_configs=(("export", "llamafactory-export.yaml"),),
     launch_env=(("FORCE_TORCHRUN", "1"),), ranks_env="NPROC_PER_NODE",
     # OmegaConf.load, which reads the config, refuses a duplicate key (omegaconf/_utils.py).
@@ -146,7 +158,16 @@ CONFIG_SIGNATURES = (
 
 
 def checkpoints_on_signal(data: dict[str, Any]) -> bool:
-    """Whether the run file's trainer saves a checkpoint on a stop signal, by its record
-    (LLaMA-Factory, as transformers' Trainer, saves nothing on TERM)."""
+    """Whether the run file's trainer saves a checkpoint on a stop signal, by its record: one
+    that saves on TERM (TRL, LLaMA-Factory) only in a native job, where the job's TERM goes to
+    the step's whole process group (a container's init, and apptainer, pass it to the
+    trainer's launcher alone, which ends at once without passing it on)."""
     kind = trainer_kind(data)
-    return kind is not None and kind.checkpoints_on_signal
+    return kind is not None and kind.checkpoints_on_signal and \
+        (kind.term_checkpoint_key is None or signal_reaches_the_group(data))
+
+
+def signal_reaches_the_group(data: dict[str, Any]) -> bool:
+    """Whether a stop signal reaches every process of a step: a native job's."""
+    runtime = data.get("runtime")
+    return isinstance(runtime, dict) and runtime.get("kind") == "native"

@@ -145,50 +145,65 @@ def launcher(data: dict[str, Any]) -> Launcher | None:
 
 
 def config_file(data: dict[str, Any], text: str | None, parsed: dict[str, Any]) -> EmbeddedFile:
-    """The Axolotl config as the job writes it into the run dir: a config file as it is
-    (`text`), an inline config as YAML that Axolotl reads back to the same values; with
-    checkpoint on_signal, and no dynamic_checkpoint of the user's own (in `parsed`, the
-    config as data), a block that turns it on."""
+    """The trainer's config as the job writes it into the run dir: a config file as it is
+    (`text`), an inline config as YAML that the trainer reads back to the same values; with
+    checkpoint on_signal, and no setting of the user's own for it (in `parsed`, the config as
+    data), the settings that turn it on."""
     kind = kind_of(data)
     config = data["trainer"][kind.name]["config"]
     body = text if isinstance(config, str) and text is not None else dump_config(config)
     origin = config if isinstance(config, str) else f"trainer.{kind.name}.config"
-    if not on_signal(data) or "dynamic_checkpoint" in parsed:
+    adds = _signal_settings(data, kind, parsed)
+    if not adds:
         return EmbeddedFile(kind.config_name, body, origin)
-    adds = _trigger_settings(data.get("checkpoint", {}))
-    return EmbeddedFile(AXOLOTL_CONFIG_NAME, _with_settings(body, adds), origin, adds)
+    return EmbeddedFile(kind.config_name, _with_settings(body, adds, kind), origin, adds)
 
 
-def _trigger_settings(checkpoint: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """What obc adds to the config for checkpoint.on_signal: dynamic_checkpoint, on."""
-    interval = checkpoint.get("check_interval", DEFAULT_CHECK_INTERVAL)
+def _signal_settings(data: dict[str, Any], kind: TrainerKind,
+                     parsed: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What obc adds to the config for checkpoint.on_signal: the trainer's switch for a
+    checkpoint on TERM, or Axolotl's dynamic_checkpoint, on; nothing when the config sets
+    it itself."""
+    key = kind.term_checkpoint_key or "dynamic_checkpoint"
+    if not on_signal(data) or key in parsed:
+        return ()
+    if kind.term_checkpoint_key:
+        return ((key, "true"),)
+    interval = data.get("checkpoint", {}).get("check_interval", DEFAULT_CHECK_INTERVAL)
     return (("dynamic_checkpoint.enabled", "true"),
             ("dynamic_checkpoint.check_interval", str(interval)))
 
 
-def _with_settings(body: str, settings: tuple[tuple[str, str], ...]) -> str:
-    """The config with `settings` (all of one block, `block.key`) added at its end."""
+def _with_settings(body: str, settings: tuple[tuple[str, str], ...], kind: TrainerKind) -> str:
+    """The config with `settings` (`key`, or all of one block, `block.key`) added at its
+    end."""
     ending = "" if body.endswith("\n") or not body else "\n"
-    block = settings[0][0].partition(".")[0]
+    block, dot, _ = settings[0][0].partition(".")
+    lines = [f"{block}:\n", *(f"  {key.partition('.')[2]}: {value}\n" for key, value in settings)] \
+        if dot else [f"{key}: {value}\n" for key, value in settings]
+    why = ("# passes TERM on to train, and transformers' Trainer saves a checkpoint at its\n"
+           "# next step, before it stops.\n") if kind.term_checkpoint_key else \
+        (f"# creates {TRIGGER_FILE} in output_dir and waits for the checkpoint\n"
+         "# Axolotl then saves, before it stops train.\n")
     return (f"{body}{ending}\n"
             "# Added by obc (checkpoint.on_signal): when the job is told to stop, job.sh\n"
-            f"# creates {TRIGGER_FILE} in output_dir and waits for the checkpoint\n"
-            "# Axolotl then saves, before it stops train.\n"
-            f"{block}:\n" + "".join(f"  {key.partition('.')[2]}: {value}\n"
-                                    for key, value in settings))
+            + why + "".join(lines))
 
 
 def on_signal(data: dict[str, Any]) -> bool:
     """Whether train is asked for a checkpoint on a stop signal: by a trainer that saves one
-    (Axolotl, a script under torchrun; not TRL, docs/trainers.md), unless the run file says
-    no."""
+    (model/trainers.py, checkpoints_on_signal), unless the run file says no."""
     return checkpoints_on_signal(data) and \
         data.get("checkpoint", {}).get("on_signal", DEFAULT_ON_SIGNAL)
 
 
 def signal_checkpoint(data: dict[str, Any], config: dict[str, Any]) -> OnSignal | None:
+    """Axolotl is asked by its trigger file; a trainer that saves on TERM has it with the
+    step's process group, and the grace to save."""
     if not on_signal(data):
         return None
+    if kind_of(data).term_checkpoint_key:
+        return OnSignal(data.get("checkpoint", {}).get("grace", DEFAULT_GRACE), None)
     ours = config.get("dynamic_checkpoint") or {}
     trigger = ours.get("trigger_file_path") or TRIGGER_FILE
     return OnSignal(data.get("checkpoint", {}).get("grace", DEFAULT_GRACE), str(trigger))

@@ -25,7 +25,13 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ..core.diagnostics import Diagnostic, field_path, show
 from ..model.defaults import DEFAULT_ON_SIGNAL, DEFAULT_RESUME
 from ..model.runtimes import host_folder, mounts_of
-from ..model.trainers import AXOLOTL, TrainerKind, config_field, trainer_kind
+from ..model.trainers import (
+    AXOLOTL,
+    TrainerKind,
+    checkpoints_on_signal,
+    config_field,
+    trainer_kind,
+)
 from .load import Mark, Path_, Source
 from .screen import MAX_DEPTH, syntax_error
 
@@ -236,7 +242,7 @@ def _checkpoint_problems(data: dict[str, Any], config: dict[str, Any]) -> \
     """What keeps resume or checkpoint-on-signal from working with this config."""
     kind = trainer_kind(data) or AXOLOTL
     resume = data["trainer"][kind.name].get("resume", DEFAULT_RESUME) != "never"
-    on_signal = kind.checkpoints_on_signal and \
+    on_signal = checkpoints_on_signal(data) and \
         data.get("checkpoint", {}).get("on_signal", DEFAULT_ON_SIGNAL)
     if not (resume or on_signal):
         return
@@ -245,7 +251,7 @@ def _checkpoint_problems(data: dict[str, Any], config: dict[str, Any]) -> \
         yield (("output_dir",) if "output_dir" in config else ()), \
             "output_dir must be a plain path: the job looks for checkpoints in it", \
             f"or set trainer.{kind.name}.resume: never" + \
-            (" and checkpoint.on_signal: false" if kind.checkpoints_on_signal else "")
+            (" and checkpoint.on_signal: false" if checkpoints_on_signal(data) else "")
     elif posixpath.normpath(output_dir).split("/")[0] == "..":
         yield ("output_dir",), f"{show(output_dir)} leaves the run dir, and no check " \
             "covers where it leads", "keep it in the run dir, or make it absolute: the job " \
@@ -259,3 +265,7 @@ def _checkpoint_problems(data: dict[str, Any], config: dict[str, Any]) -> \
     if on_signal and isinstance(dynamic, dict) and not dynamic.get("enabled", False):
         yield ("dynamic_checkpoint",), "turns off dynamic_checkpoint, which " \
             "checkpoint.on_signal needs", "remove it, or set checkpoint.on_signal: false"
+    key = kind.term_checkpoint_key
+    if on_signal and key and key in config and not config[key]:
+        yield (key,), f"turns off {key}, which checkpoint.on_signal needs", \
+            "remove it, or set checkpoint.on_signal: false"

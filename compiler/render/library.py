@@ -40,8 +40,8 @@ def library_parts(job: Job) -> tuple[str, ...]:
         "files" if job.writes_into_run_dir else "",
         "checkpoints" if job.checkpoints else "",
         ("resume" if job.resumes else "resume_never") if job.checkpoints else "",
-        "on_signal" if job.on_signal and job.on_signal.trigger else "",
-        "launcher" if job.launcher else "",
+        "on_signal" if job.on_signal else "",
+        "launcher" if job.launcher and job.node_steps else "",
         # The table of causes is retry's data (compiler/model/causes.py), not a job value.
         "causes" if job.retry else "",
         "retry" if job.retry else "",
@@ -204,16 +204,16 @@ def settings(job: Job) -> list[list[Setting]]:
          *([("OBC_RESUME_FIELD", checkpoints.resume_field)] if checkpoints else []),
          *([("OBC_TRAINER_OUTPUT_DIR", checkpoints.output_dir),
             ("OBC_RESUME_FLAG", checkpoints.resume_flag)] if job.resumes else [])],
-        # A checkpoint asked for by a trigger file, or the grace given to a launcher that
-        # passes the signal on to the script, which saves by itself (OBC_GIVE_GRACE).
+        # A checkpoint asked for by a trigger file, or the grace given to the step that has
+        # the signal and saves by itself (OBC_GIVE_GRACE: its name).
         [("OBC_CHECKPOINT_TRIGGER", trigger or ""),
-         ("OBC_GIVE_GRACE", "1" if on_signal and not trigger else ""),
+         ("OBC_GIVE_GRACE", _saves_on_term(job)),
          *([("OBC_CHECKPOINT_GRACE", on_signal.grace)] if on_signal else [])],
-        # Read by the parts launcher and slurm only.
+        # Read by the parts launcher and slurm only, on several nodes.
         [("OBC_LAUNCHER_STEP", launcher.step if launcher else ""),
          *([("OBC_LAUNCHER", launcher.kind), ("OBC_NPROC_PER_NODE", launcher.nproc_per_node),
             ("OBC_LOCAL_WORDS", len(launcher.local_words))] if launcher else [])]
-        if launcher or job.node_steps else [],
+        if job.node_steps else [],
         [("OBC_RETRY_MAX", retry.max if retry else ""),
          *([("OBC_RETRY_EXIT_CODES", " ".join(str(code) for code in retry.exit_codes)),
             ("OBC_RETRY_REQUEUES", "1" if slurm else "")] if retry else [])],
@@ -248,6 +248,17 @@ def read_training_inputs(text: str) -> str | None:
     sets none (not a job.sh of this obc's)."""
     who = _WHO.search(text)
     return who[1] if who else None
+
+
+def _saves_on_term(job: Job) -> str:
+    """The step that saves a checkpoint when it has TERM (a script under its launcher, a
+    trainer that saves on TERM), if the job asks for one; else empty."""
+    if job.on_signal is None or job.on_signal.trigger:
+        return ""
+    if job.launcher:
+        return job.launcher.step
+    assert job.checkpoints is not None  # a trainer's, which checkpoints on a signal
+    return job.checkpoints.step
 
 
 def _runtime_name(job: Job) -> str:

@@ -122,6 +122,10 @@ def _stop(job: Job) -> list[str]:
         lines.append(f"during {job.launcher.step}: TERM, passed on by {job.launcher.kind} to "
                      f"the script's ranks, then KILL after {job.on_signal.grace} s (grace) + "
                      f"{job.stop_timeout} s")
+    elif job.on_signal and not job.on_signal.trigger:
+        lines.append(f"during {job.checkpoints.step}: TERM, on which transformers' Trainer "
+                     f"saves a checkpoint (enable_jit_checkpoint), then KILL after "
+                     f"{job.on_signal.grace} s (grace) + {job.stop_timeout} s")
     elif job.on_signal:
         lines.append(f"during {job.checkpoints.step}: a checkpoint first, waited for up to "
                      f"{job.on_signal.grace} s")

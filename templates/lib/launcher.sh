@@ -1,19 +1,7 @@
 # --- obc's library: launcher -----------------------------------------------------------
 # trainer.torchrun (docs/trainers.md): the user's script under its
-# launcher (OBC_LAUNCHER: torchrun or accelerate) in the step OBC_LAUNCHER_STEP. The launcher
-# passes a stop signal on to the script's ranks, which save a checkpoint themselves; on
-# several Slurm nodes the step's launch takes the rendezvous of obc_rendezvous.
-
-# When the job is told to stop during the launcher's step (or in a node's part of it), with
-# checkpoint.on_signal (OBC_GIVE_GRACE): the step gets TERM as any other, which the launcher
-# passes on to every rank of the script, and OBC_CHECKPOINT_GRACE seconds (checkpoint.grace)
-# more than the stop timeout before KILL, to save a checkpoint.
-# shellcheck disable=SC2329 # called from the traps
-obc_give_grace() {
-  [ "$OBC_NAME" = "$OBC_LAUNCHER_STEP" ] || [ -n "$OBC_NODE_TASK" ] || return 0
-  OBC_STOP_TIMEOUT=$((OBC_STOP_TIMEOUT + OBC_CHECKPOINT_GRACE))
-  obc_say "passing the signal on to $OBC_LAUNCHER; it has $OBC_STOP_TIMEOUT s to save a checkpoint and end"
-}
+# launcher (OBC_LAUNCHER: torchrun or accelerate) in the step OBC_LAUNCHER_STEP, on several
+# Slurm nodes, whose launch takes the rendezvous of obc_rendezvous.
 
 # obc_launch_across_nodes RUNNER LAUNCH...: the step on every node, one srun task each, the
 # first OBC_LOCAL_WORDS words of its launch on one machine and its rank count replaced by

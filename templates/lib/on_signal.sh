@@ -1,6 +1,18 @@
 # --- obc's library: on_signal ----------------------------------------------------------
 # checkpoint.on_signal (docs/resume.md): a job told to stop during training
-# first asks Axolotl for a checkpoint.
+# first asks Axolotl for a checkpoint, or gives a step that saves one on TERM the time to.
+
+# When the job is told to stop during the step that saves a checkpoint on TERM
+# (OBC_GIVE_GRACE: a script's launcher, which passes TERM on to every rank; a trainer that
+# saves on TERM, transformers' enable_jit_checkpoint), or in a node's part of it: the step
+# gets TERM as any other, and OBC_CHECKPOINT_GRACE seconds (checkpoint.grace) more than the
+# stop timeout before KILL, to save a checkpoint.
+# shellcheck disable=SC2329 # called from the traps
+obc_give_grace() {
+  [ "$OBC_NAME" = "$OBC_GIVE_GRACE" ] || [ -n "$OBC_NODE_TASK" ] || return 0
+  OBC_STOP_TIMEOUT=$((OBC_STOP_TIMEOUT + OBC_CHECKPOINT_GRACE))
+  obc_say "$OBC_GIVE_GRACE has the signal; it has $OBC_STOP_TIMEOUT s to save a checkpoint and end"
+}
 
 # True while the step's program runs: its process is there, and not a zombie (which it is
 # from its end until the shell waits for it).

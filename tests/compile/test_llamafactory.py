@@ -36,12 +36,55 @@ def test_a_missing_export_config_is_an_error_at_its_field(tmp_path):
         [(4, "trainer.llamafactory.export")]
 
 
-def test_llamafactory_takes_no_checkpoint_on_a_signal(tmp_path):
-    found = validate(tmp_path, "llamafactory: {config: {output_dir: o}}",
-                     "checkpoint: {grace: 10}\n")
+def test_a_native_job_has_llamafactory_save_a_checkpoint_on_term(tmp_path):
+    script = compile_text(tmp_path, "version: 1\nid: r\nruntime: {kind: native}\n"
+                          "trainer: {llamafactory: {config: {output_dir: o}}}\n"
+                          "checkpoint: {grace: 10}\n")
+    # The config as the job writes it turns transformers' JIT checkpoint on, and train gets
+    # the grace to save one.
+    assert "output_dir: o\n\n# Added by obc (checkpoint.on_signal): when the job is told to " \
+        "stop, job.sh\n# passes TERM on to train, and transformers' Trainer saves a " \
+        "checkpoint at its\n# next step, before it stops.\nenable_jit_checkpoint: true\n" \
+        "OBC_EOF\n" in script
+    assert "OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE=train OBC_CHECKPOINT_GRACE=10" in script
+    assert "# stop        during train: TERM, on which transformers' Trainer saves a checkpoint " \
+        "(enable_jit_checkpoint), then KILL after 10 s (grace) + 60 s" in script
+
+
+@pytest.mark.parametrize(("setting", "added"), [
+    ("{checkpoint: {on_signal: false}}", False), ("{config: {enable_jit_checkpoint: true}}", False),
+    ("{}", True)])
+def test_obc_adds_the_switch_only_when_the_run_file_asks_and_the_config_has_none(
+        tmp_path, setting, added):
+    checkpoint = "checkpoint: {on_signal: false}\n" if "on_signal" in setting else ""
+    config = "{output_dir: o, enable_jit_checkpoint: true}" if "config" in setting \
+        else "{output_dir: o}"
+    script = compile_text(tmp_path, "version: 1\nid: r\nruntime: {kind: native}\n"
+                          f"trainer: {{llamafactory: {{config: {config}}}}}\n{checkpoint}")
+    assert ("# Added by obc (checkpoint.on_signal)" in script) is added
+    assert ("OBC_GIVE_GRACE=train" in script) is (checkpoint == "")
+
+
+def test_a_config_that_turns_the_switch_off_is_an_error_with_checkpoint_on_signal(tmp_path):
+    found = validate(tmp_path, "llamafactory: {config: {output_dir: o, "
+                     "enable_jit_checkpoint: false}}")
     assert [(field, message) for _, _, field, message in found] == [
-        ("checkpoint", "only applies to a trainer (trainer.axolotl, trainer.torchrun), whose "
-         "train checkpoints when asked")]
+        ("trainer.llamafactory.config.enable_jit_checkpoint", "turns off "
+         "enable_jit_checkpoint, which checkpoint.on_signal needs")]
+
+
+def test_a_container_job_takes_no_checkpoint_on_a_signal_from_llamafactory(tmp_path):
+    run_file = tmp_path / "run.yaml"
+    run_file.write_text("version: 1\nid: r\nruntime: {kind: docker, image: lf:1}\n"
+                        "trainer: {llamafactory: {config: {output_dir: o}}}\n"
+                        "checkpoint: {grace: 10}\n")
+    outcome = run_obc("validate", str(run_file), "--format", "json")
+    assert [(d["field"], d["message"], d["hint"]) for d in outcome.diagnostics()] == [
+        ("checkpoint", "only applies to a trainer (trainer.axolotl, trainer.torchrun; "
+         "trainer.trl and trainer.llamafactory in a native job), whose train checkpoints when "
+         "asked", "LLaMA-Factory saves a checkpoint on TERM only in a native job: a "
+         "container's init passes TERM to its launcher alone, which ends without passing it "
+         "on; docs/trainers.md")]
 
 
 def test_the_steps_and_the_rendezvous_on_several_nodes(tmp_path):

@@ -128,7 +128,7 @@ def test_resume_is_opt_in_and_takes_the_run_files_flag(tmp_path):
 
 def test_on_a_stop_signal_train_gets_the_grace_more(tmp_path):
     script = compiled(tmp_path, "launcher: torchrun", "checkpoint: {grace: 30}\n")
-    assert "OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE=1 OBC_CHECKPOINT_GRACE=30" in \
+    assert "OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE=train OBC_CHECKPOINT_GRACE=30" in \
         script.splitlines()
     assert "# stop        during train: TERM, passed on by torchrun to the script's ranks, " \
         "then KILL after 30 s (grace) + 60 s" in script.splitlines()

@@ -100,10 +100,18 @@ def test_an_unknown_release_is_refused(tmp_path: Path):
     assert "trainer.trl.version: obc has no schema of TRL 0.9" in found
 
 
-def test_a_checkpoint_block_is_refused_with_trl(tmp_path: Path):
-    [found] = _compile(tmp_path, CONFIG, RUN_FILE + "checkpoint: {grace: 30}\n")
-    assert "checkpoint: only applies to a trainer (trainer.axolotl, trainer.torchrun)" in found
-    assert "TRL saves no checkpoint when asked" in found
+def test_a_checkpoint_block_is_refused_with_trl_in_a_container(tmp_path: Path):
+    run_file = RUN_FILE.replace("{kind: native}", "{kind: podman, image: trl:1}")
+    [found] = _compile(tmp_path, CONFIG, run_file + "checkpoint: {grace: 30}\n")
+    assert "checkpoint: only applies to a trainer (trainer.axolotl, trainer.torchrun; " \
+        "trainer.trl and trainer.llamafactory in a native job)" in found
+    assert "TRL saves a checkpoint on TERM only in a native job" in found
+
+
+def test_a_native_trl_job_has_train_save_a_checkpoint_on_term(tmp_path: Path):
+    script = _script(tmp_path, "checkpoint: {grace: 30}\n")
+    assert script.count("enable_jit_checkpoint: true\n") == 1
+    assert "OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE=train OBC_CHECKPOINT_GRACE=30" in script
 
 
 def test_two_trainers_are_refused(tmp_path: Path):

@@ -5,6 +5,7 @@ part sets them."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -120,9 +121,9 @@ obc_launch_across_nodes obc_start {" ".join(launch.one_node)}
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_the_launchers_step_or_a_nodes_part_of_it_gets_the_grace_more(shell):
-    done = run_library(shell, ["core", "launcher"], NO_STEP_YET + """\
-OBC_LAUNCHER=torchrun OBC_LAUNCHER_STEP=train OBC_CHECKPOINT_GRACE=25
+def test_the_step_that_saves_on_term_or_a_nodes_part_of_it_gets_the_grace_more(shell):
+    done = run_library(shell, ["core", "on_signal"], NO_STEP_YET + """\
+OBC_GIVE_GRACE=train OBC_CHECKPOINT_GRACE=25
 for OBC_CASE in train: export: export:.obc/tmp/failed; do
   OBC_NAME=${OBC_CASE%%:*} OBC_NODE_TASK=${OBC_CASE#*:} OBC_STOP_TIMEOUT=60
   obc_give_grace
@@ -131,8 +132,26 @@ done
 """)
     assert done.returncode == 0
     assert done.stdout == "train 85\nexport 60\nexport 85\n"
-    assert done.stderr == "obc: passing the signal on to torchrun; it has 85 s to save a " \
-        "checkpoint and end\n" * 2
+    assert done.stderr == "obc: train has the signal; it has 85 s to save a checkpoint and " \
+        "end\n" * 2
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_stopped_step_is_waited_for_until_its_whole_group_has_ended(shell, tmp_path):
+    """The step's first process ends at the TERM (as llamafactory-cli and trl sft do), and a
+    process it started, in its group, saves only after that: the stop waits for it."""
+    ready, saved = tmp_path / "ready", tmp_path / "saved"
+    step = (f"(trap '' TERM; touch {ready}; while kill -0 $$ 2>/dev/null; do sleep 0.1; done; "
+            f"sleep 1; touch {saved}) & exec sleep 300")
+    done = run_library(shell, ["core", "stop_group"], f"""\
+OBC_TERM_GROUP=1 OBC_STOP_TIMEOUT=30
+setsid sh -c {shlex.quote(step)} &
+OBC_CHILD=$!
+while [ ! -e {ready} ]; do sleep 0.1; done
+obc_stop_step
+[ -e {saved} ] && echo saved
+""")
+    assert (done.returncode, done.stdout) == (0, "saved\n"), done.stderr
 
 
 @pytest.mark.parametrize("shell", SHELLS)

@@ -41,7 +41,7 @@ def test_a_stopped_script_gets_the_grace_to_save_and_resumes_with_its_flag(
     first.send_signal(signal.SIGTERM)
     _, stderr = first.communicate(timeout=60)
     assert first.returncode == 143, stderr
-    assert "obc: passing the signal on to torchrun; it has 31 s to save a checkpoint and end" \
+    assert "obc: train has the signal; it has 31 s to save a checkpoint and end" \
         in stderr
     (saved,) = [p.name for p in (run_dir / "out").iterdir()]
     assert (run_dir / "out" / saved / "trainer_state.json").is_file()

@@ -45,12 +45,14 @@ def check(data: dict) -> Iterator[Problem]:
 
 def _checkpoint_needs_a_trainer(data: dict) -> Iterator[Problem]:
     if "checkpoint" in data and not checkpoints_on_signal(data):
+        # A trainer's only when it saves on TERM, and the job is not native.
         kind = trainer_kind(data)
         yield Problem(("checkpoint",), "only applies to a trainer (trainer.axolotl, "
-                      "trainer.torchrun), whose train checkpoints when asked", at_key=True,
-                      hint=None if kind is None else f"{kind.title} saves no checkpoint when "
-                      "asked: its train resumes from the newest one it saved (save_steps); "
-                      "docs/trainers.md")
+                      "trainer.torchrun; trainer.trl and trainer.llamafactory in a native "
+                      "job), whose train checkpoints when asked", at_key=True,
+                      hint=None if kind is None else f"{kind.title} saves a checkpoint on "
+                      "TERM only in a native job: a container's init passes TERM to its "
+                      "launcher alone, which ends without passing it on; docs/trainers.md")
 
 
 def _reaches_the_script(match: re.Match, signal: str) -> Iterator[Problem]:

@@ -130,7 +130,8 @@ BAD = [
     case("extra-value-missing", BASE + "slurm: {extra: [--mail-type]}\n", 5, 17,
          "slurm.extra[0]", "--mail-type needs a value", "--mail-type=VALUE"),
     case("checkpoint-without-a-trainer", BASE + "checkpoint: {grace: 10}\n", 5, 1,
-         "checkpoint", "only applies to a trainer (trainer.axolotl, trainer.torchrun)"),
+         "checkpoint", "only applies to a trainer (trainer.axolotl, trainer.torchrun; "
+         "trainer.trl and trainer.llamafactory in a native job)"),
     case("stop-timeout-zero", with_runtime("  kind: native\n  stop_timeout: 0\n"), 5, 17,
          "runtime.stop_timeout", "must be at least 1"),
     case("network-on-several-nodes",
