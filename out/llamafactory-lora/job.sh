@@ -10,7 +10,7 @@
 #SBATCH --signal=B:TERM@120
 #SBATCH --requeue
 #SBATCH --open-mode=append
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, slurm sha256:f6849417b85dc90db92c460664419fb8aa91cb64f18024f1a5a613b328d8afee, node_tasks sha256:501e73835ae7c238c19101e21812c013fbb244510e8659e52a02fdc121eeb885, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f9b5a675df13d311116934eabcc03fb75d6bab9ea2080ae45d40b7f22df52739, slurm sha256:f6849417b85dc90db92c460664419fb8aa91cb64f18024f1a5a613b328d8afee, node_tasks sha256:501e73835ae7c238c19101e21812c013fbb244510e8659e52a02fdc121eeb885, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:eb06dd9b74f3d8656c1bbc10179035135fd2cd8964c9f102237acdc952c3640f
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -39,7 +39,8 @@ obc_help() {
 # secrets     HF_TOKEN
 # resume      train starts from the newest whole checkpoint in saves/llama3-8b/lora/sft/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.llamafactory.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
-# stop        TERM, then KILL after 60 s
+# stop        during train: TERM, on which transformers' Trainer saves a checkpoint (enable_jit_checkpoint), then KILL after 45 s (grace) + 60 s
+#             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
 #             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
@@ -49,14 +50,15 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=llamafactory-lora OBC_INPUTS=sha256:b2ce1f1f47d34fd64daea96ea469b8c207a3df756cb68f1c7f94a17a987601bf
+OBC_JOB=llamafactory-lora OBC_INPUTS=sha256:cf842aa59ff75e4921cd6db23c9b514809439cfb784c8286b2a28259a0a46691
 OBC_RUNTIME=native OBC_STEPS='train export'
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR='' OBC_TRAINER_TITLE=LLaMA-Factory
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.llamafactory.resume OBC_TRAINER_OUTPUT_DIR=saves/llama3-8b/lora/sft OBC_RESUME_FLAG='resume_from_checkpoint='
+OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE=train OBC_CHECKPOINT_GRACE=45
 OBC_NODE_STEPS=train OBC_MASTER_PORT=29500 OBC_GPUS_PER_NODE=8 OBC_TORCHRUN_STEP='' OBC_TORCHRUN_PROGRAM_STEP=''
 OBC_TERM_GROUP=1
-OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE='' OBC_LAUNCHER_STEP='' OBC_RETRY_MAX='' OBC_NOTIFY_ON='' OBC_TIME_LIMIT_SIGNAL='' OBC_HEALTH_TIMEOUT=''
+OBC_LAUNCHER_STEP='' OBC_RETRY_MAX='' OBC_NOTIFY_ON='' OBC_TIME_LIMIT_SIGNAL='' OBC_HEALTH_TIMEOUT=''
 
 # obc_step_command RUNNER PROGRAM [ARG...]: hands RUNNER the whole command of a step: the
 # program under env(1), which gives it the job's environment and leaves the script's alone.
@@ -119,6 +121,11 @@ learning_rate: 1.0e-4
 num_train_epochs: 3.0
 lr_scheduler_type: cosine
 bf16: true
+
+# Added by obc (checkpoint.on_signal): when the job is told to stop, job.sh
+# passes TERM on to train, and transformers' Trainer saves a checkpoint at its
+# next step, before it stops.
+enable_jit_checkpoint: true
 OBC_EOF
   obc_write_file llamafactory-export.yaml <<'OBC_EOF'
 %YAML 1.1
@@ -1189,6 +1196,82 @@ obc_resume() {
   [ -n "$OBC_DRY_RUN" ] || obc_record_train_attempt
 }
 
+# --- obc's library: on_signal ----------------------------------------------------------
+# checkpoint.on_signal (docs/resume.md): a job told to stop during training
+# first asks Axolotl for a checkpoint, or gives a step that saves one on TERM the time to.
+
+# When the job is told to stop during the step that saves a checkpoint on TERM
+# (OBC_GIVE_GRACE: a script's launcher, which passes TERM on to every rank; a trainer that
+# saves on TERM, transformers' enable_jit_checkpoint), or in a node's part of it: the step
+# gets TERM as any other, and OBC_CHECKPOINT_GRACE seconds (checkpoint.grace) more than the
+# stop timeout before KILL, to save a checkpoint.
+# shellcheck disable=SC2329 # called from the traps
+obc_give_grace() {
+  [ "$OBC_NAME" = "$OBC_GIVE_GRACE" ] || [ -n "$OBC_NODE_TASK" ] || return 0
+  OBC_STOP_TIMEOUT=$((OBC_STOP_TIMEOUT + OBC_CHECKPOINT_GRACE))
+  obc_say "$OBC_GIVE_GRACE has the signal; it has $OBC_STOP_TIMEOUT s to save a checkpoint and end"
+}
+
+# True while the step's program runs: its process is there, and not a zombie (which it is
+# from its end until the shell waits for it).
+# shellcheck disable=SC2329 # called from the traps
+obc_step_alive() {
+  { read -r OBC_WORD < "/proc/$OBC_CHILD/stat"; } 2>/dev/null || return 1
+  case ${OBC_WORD##*') '} in Z*) return 1 ;; esac
+}
+
+# When the job is told to stop during its training step (OBC_CHECKPOINT_STEP): ask Axolotl
+# for a checkpoint (its dynamic_checkpoint trigger file, OBC_CHECKPOINT_TRIGGER) and wait,
+# up to the grace (OBC_CHECKPOINT_GRACE seconds), for a whole checkpoint that was not there
+# before (by name, never by number: an older one may be numbered higher), or for the step
+# to end.
+# shellcheck disable=SC2329 # called from the traps
+obc_ask_checkpoint() {
+  [ "$OBC_NAME" = "$OBC_CHECKPOINT_STEP" ] && [ -d "$OBC_CHECKPOINTS" ] || return 0
+  OBC_BEFORE=" $(obc_whole_checkpoints | tr '\n' ' ')"
+  OBC_TRIGGER=$OBC_CHECKPOINTS/$OBC_CHECKPOINT_TRIGGER
+  if [ -e "$OBC_TRIGGER" ] || [ -L "$OBC_TRIGGER" ]; then
+    obc_say "cannot ask Axolotl for a checkpoint: $OBC_TRIGGER is there already"
+    return 0
+  fi
+  obc_create_new "$OBC_TRIGGER" || return 0
+  obc_say "asked Axolotl for a checkpoint; waiting up to $OBC_CHECKPOINT_GRACE s"
+  OBC_LEFT=$OBC_CHECKPOINT_GRACE
+  while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
+    OBC_SAVED=$(obc_new_checkpoint "$OBC_BEFORE")
+    if [ -n "$OBC_SAVED" ]; then
+      obc_say "$OBC_SAVED saved"
+      break
+    fi
+    sleep 1
+    OBC_LEFT=$((OBC_LEFT - 1))
+  done
+  [ "$OBC_LEFT" -gt 0 ] || obc_say "no checkpoint within $OBC_CHECKPOINT_GRACE s"
+  rm -f -- "$OBC_TRIGGER"
+}
+
+# Creates the empty file $1, which is not there, and never through a link (output_dir may
+# be a folder others can write, who could leave one under its name): made new by mktemp
+# beside it, then hard-linked into place, which neither follows a link nor replaces
+# anything. A shell's noclobber (`set -C`) would not do: every shell opens a link to a pipe
+# or a device with it, and yash loops for ever on a link that leads nowhere.
+# shellcheck disable=SC2329 # called from the traps
+obc_create_new() {
+  OBC_NEW=$(mktemp "${1%/*}/.obc-new.XXXXXX") || return 1
+  ln -T -- "$OBC_NEW" "$1"
+  set -- "$?"
+  rm -f -- "$OBC_NEW"
+  return "$1"
+}
+
+# Prints the name of a whole checkpoint that is not in the list $1 (` NAME NAME `), if any.
+# shellcheck disable=SC2329 # called from the traps
+obc_new_checkpoint() {
+  for OBC_WORD in $(obc_whole_checkpoints); do
+    case $1 in *" $OBC_WORD "*) ;; *) printf '%s\n' "$OBC_WORD"; return 0 ;; esac
+  done
+}
+
 # --- obc's library: slurm --------------------------------------------------------------
 # Steps on every node of a Slurm job (OBC_NODE_STEPS; docs/slurm.md). Outside
 # Slurm (SLURM_JOB_ID unset) none of this changes what the script does.
@@ -1442,7 +1525,11 @@ obc_node_prepare() {
 # Stops the step: TERM to its whole process group (OBC_TERM_GROUP: native steps, enroot's
 # srun), or only to its first process (apptainer, or srun for a step on every node), which
 # passes it on to the program (to the whole group, the program would get it twice); then
-# KILL for whatever is left of the group after the stop timeout; waits for the step.
+# KILL for whatever is left of the group after the stop timeout; waits for the step, and
+# when the whole group had the TERM, up to the stop timeout for the rest of it: a launcher
+# may end at the TERM before the processes it started, which save a checkpoint
+# (llamafactory-cli before its torchrun, trl sft before its trainer), and must not have a
+# second TERM meanwhile from obc_close_log (transformers' Trainer would save twice).
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
@@ -1453,6 +1540,12 @@ obc_stop_step() {
     "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
+  OBC_LEFT=$OBC_STOP_TIMEOUT
+  while [ -n "$OBC_TERM_GROUP" ] && [ "$OBC_LEFT" -gt 0 ] &&
+    env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+    sleep 1
+    OBC_LEFT=$((OBC_LEFT - 1))
+  done
   # The killer stays for whatever the program left running.
   env kill -0 -- "-$OBC_CHILD" 2>/dev/null || env kill -s TERM -- "-$OBC_KILLER" 2>/dev/null
 }
@@ -1460,4 +1553,4 @@ obc_stop_step() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"llamafactory-lora","source_file":"examples/llamafactory-lora.yaml","obc_version":"0.3.0","description":{"sha256":"b31658941cad9ebfdaaa8d75e8b3a727ce091f6c5ba8aff414eb7b0b5f7beb5b"},"runtime":{"type":"native","venv":"/shared/venvs/llamafactory","env_file":null},"gpus":"all","run_dir":"/shared/runs/llamafactory-lora","cache_dir":"/shared/hf-cache","shared":false,"steps":{"train":{"argv":["llamafactory-cli","train","llamafactory.yaml"],"nodes":"all"},"export":{"argv":["llamafactory-cli","export","llamafactory-export.yaml"],"nodes":"first"}},"files":{"llamafactory.yaml":{"content":{"sha256":"4f728cf7e2819c146864c13ada611e8c057bfa89cac5f721b57fc9660de1e74d"},"origin":"llamafactory/lora-sft.yaml","obc_adds":[]},"llamafactory-export.yaml":{"content":{"sha256":"bc964a3b51ace27e038da2d07dc2ced0df5e208084d0db6e8299c31b370660d7"},"origin":"trainer.llamafactory.export","obc_adds":[]}},"env":{"FORCE_TORCHRUN":"1","HF_HUB_DISABLE_TELEMETRY":"1","WANDB_RESUME":"allow","NPROC_PER_NODE":"8"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"llamafactory-lora","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":2,"gpus_per_node":8,"cpus_per_task":null,"partition":"gpu","account":null,"qos":null,"time":"24:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null,"torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"saves/llama3-8b/lora/sft","host_base":null,"host_rest":"saves/llama3-8b/lora/sft","resume":"same-inputs","trainer_title":"LLaMA-Factory","resume_flag":"resume_from_checkpoint=","resume_field":"trainer.llamafactory.resume","prepared_dir":null},"on_signal":null,"retry":null,"inputs":"sha256:71a55590771fc5678460a9a214d9978eaeca20dce6773649147d018f682ec263","sweep":null,"launcher":null,"health":null,"stages":[],"stage":null,"notify":null}
+# {"id":"llamafactory-lora","source_file":"examples/llamafactory-lora.yaml","obc_version":"0.3.0","description":{"sha256":"b31658941cad9ebfdaaa8d75e8b3a727ce091f6c5ba8aff414eb7b0b5f7beb5b"},"runtime":{"type":"native","venv":"/shared/venvs/llamafactory","env_file":null},"gpus":"all","run_dir":"/shared/runs/llamafactory-lora","cache_dir":"/shared/hf-cache","shared":false,"steps":{"train":{"argv":["llamafactory-cli","train","llamafactory.yaml"],"nodes":"all"},"export":{"argv":["llamafactory-cli","export","llamafactory-export.yaml"],"nodes":"first"}},"files":{"llamafactory.yaml":{"content":{"sha256":"07e30efd4ab2e26248dcd04a46fb573d346f6a780157abcac2bbe123c6327c98"},"origin":"llamafactory/lora-sft.yaml","obc_adds":{"enable_jit_checkpoint":"true"}},"llamafactory-export.yaml":{"content":{"sha256":"bc964a3b51ace27e038da2d07dc2ced0df5e208084d0db6e8299c31b370660d7"},"origin":"trainer.llamafactory.export","obc_adds":[]}},"env":{"FORCE_TORCHRUN":"1","HF_HUB_DISABLE_TELEMETRY":"1","WANDB_RESUME":"allow","NPROC_PER_NODE":"8"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"llamafactory-lora","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":2,"gpus_per_node":8,"cpus_per_task":null,"partition":"gpu","account":null,"qos":null,"time":"24:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null,"torchrun_program_step":null},"checkpoints":{"step":"train","output_dir":"saves/llama3-8b/lora/sft","host_base":null,"host_rest":"saves/llama3-8b/lora/sft","resume":"same-inputs","trainer_title":"LLaMA-Factory","resume_flag":"resume_from_checkpoint=","resume_field":"trainer.llamafactory.resume","prepared_dir":null},"on_signal":{"grace":45,"trigger":null},"retry":null,"inputs":"sha256:71a55590771fc5678460a9a214d9978eaeca20dce6773649147d018f682ec263","sweep":null,"launcher":null,"health":null,"stages":[],"stage":null,"notify":null}

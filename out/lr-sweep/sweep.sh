@@ -116,12 +116,12 @@ obc_run() {
 # obc_entry INDEX: the run of array index INDEX, and the sha256 of its job.sh.
 obc_entry() {
   case $1 in
-    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=49404e2ab1b2b4095b0980f2329001571043de47c3ce582f9248d409817a0b6c ;;
-    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=dcead19acea8b7423366e598befd54046128396be51a6e552c0f81c40d1d102e ;;
-    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=d9bf0afe901279dcedb419d3842febba03199d7ba090a6747ef66a1de57d4157 ;;
-    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=c2418a778fa98a85cd0a29ff47d2af313cfd7fc575b20e25c46f9362722f4937 ;;
-    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=b5877ba26ff91252c2bf0dddacaddf58617fbd5622f2a0140787f57378ade532 ;;
-    5) OBC_RUN=lr-sweep-long OBC_SUM=3a989a5ce78bea642b4376539afca9360df37b07a2a9935a51e5d36ad5fededb ;;
+    0) OBC_RUN=lr-sweep-1e-4-1 OBC_SUM=9dc9b7a9c066a34aa7d3743b78e66930e6b3b36aa059433b4d8a904d24ccfefc ;;
+    1) OBC_RUN=lr-sweep-1e-4-2 OBC_SUM=474dd6a9dc4965f3ca84ae8a3b7795ed91b142db4ab5e3dfcb3caf2cbdc07473 ;;
+    2) OBC_RUN=lr-sweep-2e-4-1 OBC_SUM=b76f422d08536798222db0b3c9657b50a2dc91539fe85ca15ddfaffc72f843d9 ;;
+    3) OBC_RUN=lr-sweep-2e-4-2 OBC_SUM=e056dd6079f87b24c2e2659e3fe5b56e9fbb1b1dc80d77c39078a92aa1a59986 ;;
+    4) OBC_RUN=lr-sweep-4e-4-1 OBC_SUM=8074f295e40ed48fbcfd9b3efb8df169e17e06fe2ed90764f4af3785f35a6fd3 ;;
+    5) OBC_RUN=lr-sweep-long OBC_SUM=1a48d74a07db8e2ebfd986f62b465a44a03579ce73b48cb5dbae3a8ce64cacbe ;;
     *) return 1 ;;
   esac
 }
@@ -474,4 +474,4 @@ esac
 exit 0
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"49404e2ab1b2b4095b0980f2329001571043de47c3ce582f9248d409817a0b6c"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"dcead19acea8b7423366e598befd54046128396be51a6e552c0f81c40d1d102e"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"d9bf0afe901279dcedb419d3842febba03199d7ba090a6747ef66a1de57d4157"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"c2418a778fa98a85cd0a29ff47d2af313cfd7fc575b20e25c46f9362722f4937"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"b5877ba26ff91252c2bf0dddacaddf58617fbd5622f2a0140787f57378ade532"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"3a989a5ce78bea642b4376539afca9360df37b07a2a9935a51e5d36ad5fededb"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}
+# {"id":"lr-sweep","source_file":"examples/sweep-lr.yaml","obc_version":"0.3.0","axes":["lr","seed"],"runs":{"lr-sweep-1e-4-1":{"index":0,"labels":["1e-4","1"],"checksum":"9dc9b7a9c066a34aa7d3743b78e66930e6b3b36aa059433b4d8a904d24ccfefc"},"lr-sweep-1e-4-2":{"index":1,"labels":["1e-4","2"],"checksum":"474dd6a9dc4965f3ca84ae8a3b7795ed91b142db4ab5e3dfcb3caf2cbdc07473"},"lr-sweep-2e-4-1":{"index":2,"labels":["2e-4","1"],"checksum":"b76f422d08536798222db0b3c9657b50a2dc91539fe85ca15ddfaffc72f843d9"},"lr-sweep-2e-4-2":{"index":3,"labels":["2e-4","2"],"checksum":"e056dd6079f87b24c2e2659e3fe5b56e9fbb1b1dc80d77c39078a92aa1a59986"},"lr-sweep-4e-4-1":{"index":4,"labels":["4e-4","1"],"checksum":"8074f295e40ed48fbcfd9b3efb8df169e17e06fe2ed90764f4af3785f35a6fd3"},"lr-sweep-long":{"index":5,"labels":["",""],"checksum":"1a48d74a07db8e2ebfd986f62b465a44a03579ce73b48cb5dbae3a8ce64cacbe"}},"combinations":6,"excluded":1,"max_parallel":2,"submission":"array","directives":["--job-name=lr-sweep","--output=%x-%A_%a.out","--partition=gpu","--time=04:00:00","--nodes=1","--ntasks-per-node=1","--gpus-per-node=1","--cpus-per-task=8","--mem=64G","--signal=B:TERM@120","--requeue","--open-mode=append","--array=0-5%2"],"unsubmittable":[]}

@@ -162,9 +162,9 @@ OBC_OUT=$(cd -P -- "$OBC_HERE/.." && pwd) || exit 2
 
 # Every stage's script is checked before any is submitted.
 OBC_BAD=
-obc_verify preprocess slurm-pipeline-preprocess 9c994c9472d4bb145cd6f733c75c5718ed12d68d66793014fc71a656fab98555 || OBC_BAD=1
-obc_verify train slurm-pipeline-train 6bc3c25a26d204d2927d5c3ab42ab3bc671ce71f8413095c4a6e20adf6120bd1 || OBC_BAD=1
-obc_verify eval slurm-pipeline-eval e0b20864242bfb87b9ee44b4d88e2094378d74297bad65753bd789ef834a7ced || OBC_BAD=1
+obc_verify preprocess slurm-pipeline-preprocess 303dc530055ea657e4607c3c50c0d54929720d0329a0aefced1059f08ae721ae || OBC_BAD=1
+obc_verify train slurm-pipeline-train bc117b3954729c85bfe94ac72c340d478547585f31f804e77e60f0917e2a5eb5 || OBC_BAD=1
+obc_verify eval slurm-pipeline-eval 2a024f704808315880103cf391f4690971b1cc9b70df54d337152b10fc4cf22a || OBC_BAD=1
 [ -z "$OBC_BAD" ] || exit 3
 
 OBC_PREVIOUS='' OBC_IDS=''
@@ -172,3 +172,6 @@ obc_submit preprocess slurm-pipeline-preprocess
 obc_submit train slurm-pipeline-train
 obc_submit eval slurm-pipeline-eval
 exit 0
+
+# --- obc plan record 3: what this job means, as `obc plan` reads it back ---
+# {"run":"slurm-pipeline","source_file":"examples/slurm-pipeline.yaml","obc_version":"0.3.0","stages":{"preprocess":{"folder":"slurm-pipeline-preprocess","checksum":"303dc530055ea657e4607c3c50c0d54929720d0329a0aefced1059f08ae721ae","steps":["preprocess"],"compute":"0 GPUs \u00d7 1 node \u00d7 2 h \u00d7 4 runs (slurm.max_restarts 3) = 0 GPU-hours"},"train":{"folder":"slurm-pipeline-train","checksum":"bc117b3954729c85bfe94ac72c340d478547585f31f804e77e60f0917e2a5eb5","steps":["train"],"compute":"8 GPUs \u00d7 1 node \u00d7 8 h \u00d7 4 runs (slurm.max_restarts 3) = 256 GPU-hours"},"eval":{"folder":"slurm-pipeline-eval","checksum":"2a024f704808315880103cf391f4690971b1cc9b70df54d337152b10fc4cf22a","steps":["eval"],"compute":"1 GPU \u00d7 1 node \u00d7 1 h \u00d7 4 runs (slurm.max_restarts 3) = 4 GPU-hours"}}}

@@ -11,7 +11,7 @@
 #SBATCH --mem=64G
 #SBATCH --signal=B:TERM@120
 #SBATCH --no-requeue
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f7ccb088fb6e7605e02a7db7d399639518d67c6bbac2ac3c485a6c774d7e0241, container sha256:45e50b697e8f6679e3914331efa50ac1bd366371e851d554252cd1b67ef3f58b
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f9b5a675df13d311116934eabcc03fb75d6bab9ea2080ae45d40b7f22df52739, container sha256:45e50b697e8f6679e3914331efa50ac1bd366371e851d554252cd1b67ef3f58b
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -1197,7 +1197,19 @@ obc_resume() {
 
 # --- obc's library: on_signal ----------------------------------------------------------
 # checkpoint.on_signal (docs/resume.md): a job told to stop during training
-# first asks Axolotl for a checkpoint.
+# first asks Axolotl for a checkpoint, or gives a step that saves one on TERM the time to.
+
+# When the job is told to stop during the step that saves a checkpoint on TERM
+# (OBC_GIVE_GRACE: a script's launcher, which passes TERM on to every rank; a trainer that
+# saves on TERM, transformers' enable_jit_checkpoint), or in a node's part of it: the step
+# gets TERM as any other, and OBC_CHECKPOINT_GRACE seconds (checkpoint.grace) more than the
+# stop timeout before KILL, to save a checkpoint.
+# shellcheck disable=SC2329 # called from the traps
+obc_give_grace() {
+  [ "$OBC_NAME" = "$OBC_GIVE_GRACE" ] || [ -n "$OBC_NODE_TASK" ] || return 0
+  OBC_STOP_TIMEOUT=$((OBC_STOP_TIMEOUT + OBC_CHECKPOINT_GRACE))
+  obc_say "$OBC_GIVE_GRACE has the signal; it has $OBC_STOP_TIMEOUT s to save a checkpoint and end"
+}
 
 # True while the step's program runs: its process is there, and not a zombie (which it is
 # from its end until the shell waits for it).

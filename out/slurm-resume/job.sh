@@ -10,7 +10,7 @@
 #SBATCH --signal=B:USR1@300
 #SBATCH --requeue
 #SBATCH --open-mode=append
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f7ccb088fb6e7605e02a7db7d399639518d67c6bbac2ac3c485a6c774d7e0241, retry sha256:8a3450d3c4c03469a1ebebddaef2fef8f11d71d017c417950a2885431d59f633, requeue sha256:c64d7fc3253a328cf8d09cfc6110c692bcdb7b67c7192f5da3c259f5c0f2a75c, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f9b5a675df13d311116934eabcc03fb75d6bab9ea2080ae45d40b7f22df52739, causes sha256:12dd41045de17d8ded1425a2c84e486cc1e1c66c2162fb805a193e75a68b872b, retry sha256:590b1dd43757558842c78898bdb82159ab24316442f6a0c846fd2d02bf5b0b2b, requeue sha256:5805ad21e02fb27a285ba6abcf6e36fbc4fe0755a6df0b0ed6244b3f3718384c, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:eb06dd9b74f3d8656c1bbc10179035135fd2cd8964c9f102237acdc952c3640f
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -58,14 +58,6 @@ OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 O
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.axolotl.resume OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume-from-checkpoint
 OBC_CHECKPOINT_TRIGGER=axolotl_checkpoint.save OBC_GIVE_GRACE='' OBC_CHECKPOINT_GRACE=240
 OBC_RETRY_MAX=2 OBC_RETRY_EXIT_CODES=134 OBC_RETRY_REQUEUES=1
-OBC_CAUSES='stop||out of memory|OutOfMemoryError|CUDA out of memory|CUDA error: out of memory
-stop|137|killed by the OOM killer|oom[-_ ]kill|Out of memory: Kill|Memory cgroup out of memory
-stop||a config error|^(\[rank[0-9]*\]: )?([A-Za-z_.]*\.)?(ValueError|KeyError|ValidationError|YAMLError|ScannerError|ParserError|ConfigError)(:|$)
-retry||preempted|DUE TO PREEMPTION
-retry||a lost node|DUE TO NODE FAIL|Node failure on|NODE_FAIL|Connection to node .* lost
-retry||a GPU fault|uncorrectable ECC error|GPU is lost|fallen off the bus|Xid [0-9]
-retry||a network or NCCL error|ncclSystemError|ncclRemoteError|ncclInternalError|NCCL error|Watchdog caught collective operation timeout|DistNetworkError|RendezvousConnectionError|RendezvousTimeoutError|Connection reset by peer
-retry|143|stopped by TERM from outside the job (a node shutting down, preemption)|'
 OBC_TIME_LIMIT_SIGNAL=USR1 OBC_MAX_RESTARTS=5
 OBC_TERM_GROUP=1
 OBC_NOTIFY_ON='' OBC_NODE_STEPS='' OBC_HEALTH_TIMEOUT=''
@@ -1207,7 +1199,19 @@ obc_resume() {
 
 # --- obc's library: on_signal ----------------------------------------------------------
 # checkpoint.on_signal (docs/resume.md): a job told to stop during training
-# first asks Axolotl for a checkpoint.
+# first asks Axolotl for a checkpoint, or gives a step that saves one on TERM the time to.
+
+# When the job is told to stop during the step that saves a checkpoint on TERM
+# (OBC_GIVE_GRACE: a script's launcher, which passes TERM on to every rank; a trainer that
+# saves on TERM, transformers' enable_jit_checkpoint), or in a node's part of it: the step
+# gets TERM as any other, and OBC_CHECKPOINT_GRACE seconds (checkpoint.grace) more than the
+# stop timeout before KILL, to save a checkpoint.
+# shellcheck disable=SC2329 # called from the traps
+obc_give_grace() {
+  [ "$OBC_NAME" = "$OBC_GIVE_GRACE" ] || [ -n "$OBC_NODE_TASK" ] || return 0
+  OBC_STOP_TIMEOUT=$((OBC_STOP_TIMEOUT + OBC_CHECKPOINT_GRACE))
+  obc_say "$OBC_GIVE_GRACE has the signal; it has $OBC_STOP_TIMEOUT s to save a checkpoint and end"
+}
 
 # True while the step's program runs: its process is there, and not a zombie (which it is
 # from its end until the shell waits for it).
@@ -1269,9 +1273,23 @@ obc_new_checkpoint() {
   done
 }
 
+# --- obc's library: causes -------------------------------------------------------------
+# Why a step failed, and whether retry tries again (docs/retry.md): one cause a line,
+# `ACTION|EXIT CODES|NAME|LOG`, in the order the part retry's obc_cause tries them.
+# Written from compiler/model/causes.py by `python3 -m tools.release_library`: change the
+# table there, never here.
+OBC_CAUSES='stop||out of memory|OutOfMemoryError|CUDA out of memory|CUDA error: out of memory
+stop|137|killed by the OOM killer|oom[-_ ]kill|Out of memory: Kill|Memory cgroup out of memory
+stop||a config error|^(\[rank[0-9]*\]: )?([A-Za-z_.]*\.)?(ValueError|KeyError|ValidationError|YAMLError|ScannerError|ParserError|ConfigError)(:|$)
+retry||preempted|DUE TO PREEMPTION
+retry||a lost node|DUE TO NODE FAIL|Node failure on|NODE_FAIL|Connection to node .* lost
+retry||a GPU fault|uncorrectable ECC error|GPU is lost|fallen off the bus|Xid [0-9]
+retry||a network or NCCL error|ncclSystemError|ncclRemoteError|ncclInternalError|NCCL error|Watchdog caught collective operation timeout|DistNetworkError|RendezvousConnectionError|RendezvousTimeoutError|Connection reset by peer
+retry|143|stopped by TERM from outside the job (a node shutting down, preemption)|'
+
 # --- obc's library: retry --------------------------------------------------------------
 # retry (docs/retry.md): a step that fails for a cause another try may not meet (OBC_CAUSES,
-# compiler/model/causes.py: a lost node, a network error, preemption), or with one of the
+# the part causes: a lost node, a network error, preemption), or with one of the
 # exit codes OBC_RETRY_EXIT_CODES, is run again, up to OBC_RETRY_MAX times; one that fails
 # for a user error (out of memory, a config error) is not, and the job says which log line
 # told.
@@ -1294,7 +1312,7 @@ obc_oom_kills() {
 # codes, if it lists any, hold OBC_STATUS, and whose LOG, if any, a line of this try's log
 # matches (or `memory.events: oom_kill`, when its cgroup counted an OOM kill during it). Sets
 # OBC_ACTION (retry, stop, or empty for none), OBC_CAUSE and OBC_WHERE (`log line N`).
-# shellcheck disable=SC2153 # OBC_CAUSES, the job's table, is no misspelt OBC_CAUSE
+# shellcheck disable=SC2153 # OBC_CAUSES, the part causes' table, is no misspelt OBC_CAUSE
 obc_cause() {
   OBC_EVIDENCE=
   [ -z "${OBC_OOM_KILLS:-}" ] || [ "$(obc_oom_kills)" = "$OBC_OOM_KILLS" ] ||
@@ -1368,14 +1386,19 @@ obc_retry() {
 # obc_requeue MAX REASON [NODE]: unless the job has been restarted MAX times already, asks
 # Slurm to run it again from the top (in an array, this task alone), on other nodes than
 # NODE if given (added to its excluded nodes, which Slurm changes only while the job is
-# pending), and ends this attempt; else returns false.
-# shellcheck disable=SC2329 # called from the traps
+# pending), and ends this attempt; else returns false. The one way a job requeues itself:
+# at the time limit, to retry a step, after a failed health check.
+# shellcheck disable=SC2329,SC2086 # called from the traps; OBC_SIGNALS is split on purpose
 obc_requeue() {
   [ -n "${SLURM_JOB_ID:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" -lt "$1" ] || return 1
   # Told before, not after: Slurm ends this attempt, notify's command with it, once requeued.
   [ -z "$OBC_NOTIFY_ON" ] || obc_notify requeued
   OBC_ID=$SLURM_JOB_ID
   [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || OBC_ID=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
+  # Slurm stops a job it requeues at once (TERM), and changes its excluded nodes only after:
+  # the job ignores the signals it would stop on from here, and records that it was requeued
+  # rather than stopped. (If Slurm refuses, the caller ends the job all the same.)
+  trap '' $OBC_SIGNALS
   scontrol requeue "$OBC_ID" || return 1
   [ "$#" -lt 3 ] || obc_exclude_node "$3"
   obc_say "$2: requeued (restart $((${SLURM_RESTART_COUNT:-0} + 1)) of $1)"
@@ -1497,7 +1520,11 @@ obc_node_prepare() {
 # Stops the step: TERM to its whole process group (OBC_TERM_GROUP: native steps, enroot's
 # srun), or only to its first process (apptainer, or srun for a step on every node), which
 # passes it on to the program (to the whole group, the program would get it twice); then
-# KILL for whatever is left of the group after the stop timeout; waits for the step.
+# KILL for whatever is left of the group after the stop timeout; waits for the step, and
+# when the whole group had the TERM, up to the stop timeout for the rest of it: a launcher
+# may end at the TERM before the processes it started, which save a checkpoint
+# (llamafactory-cli before its torchrun, trl sft before its trainer), and must not have a
+# second TERM meanwhile from obc_close_log (transformers' Trainer would save twice).
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
@@ -1508,6 +1535,12 @@ obc_stop_step() {
     "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
+  OBC_LEFT=$OBC_STOP_TIMEOUT
+  while [ -n "$OBC_TERM_GROUP" ] && [ "$OBC_LEFT" -gt 0 ] &&
+    env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+    sleep 1
+    OBC_LEFT=$((OBC_LEFT - 1))
+  done
   # The killer stays for whatever the program left running.
   env kill -0 -- "-$OBC_CHILD" 2>/dev/null || env kill -s TERM -- "-$OBC_KILLER" 2>/dev/null
 }

@@ -10,7 +10,7 @@
 #SBATCH --signal=B:TERM@120
 #SBATCH --requeue
 #SBATCH --open-mode=append
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, launcher sha256:191bcfbd21534bd64d5eb636bf58419f7e3d68f4a1db0ca3fb9ffafc20104b4d, slurm sha256:f6849417b85dc90db92c460664419fb8aa91cb64f18024f1a5a613b328d8afee, node_tasks sha256:501e73835ae7c238c19101e21812c013fbb244510e8659e52a02fdc121eeb885, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f9b5a675df13d311116934eabcc03fb75d6bab9ea2080ae45d40b7f22df52739, launcher sha256:8e981b1c29affae652680ebe08269494240dfdd2ee34db1170456c8e9751649c, slurm sha256:f6849417b85dc90db92c460664419fb8aa91cb64f18024f1a5a613b328d8afee, node_tasks sha256:501e73835ae7c238c19101e21812c013fbb244510e8659e52a02fdc121eeb885, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:eb06dd9b74f3d8656c1bbc10179035135fd2cd8964c9f102237acdc952c3640f
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -51,7 +51,7 @@ OBC_RUNTIME=native OBC_STEPS=train
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR='' OBC_TRAINER_TITLE='the script'
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.torchrun.resume.from OBC_TRAINER_OUTPUT_DIR=output OBC_RESUME_FLAG=--resume_from_checkpoint
-OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE=1 OBC_CHECKPOINT_GRACE=25
+OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE=train OBC_CHECKPOINT_GRACE=25
 OBC_LAUNCHER_STEP=train OBC_LAUNCHER=torchrun OBC_NPROC_PER_NODE=8 OBC_LOCAL_WORDS=3
 OBC_NODE_STEPS=train OBC_MASTER_PORT=29500 OBC_GPUS_PER_NODE=8 OBC_TORCHRUN_STEP='' OBC_TORCHRUN_PROGRAM_STEP=''
 OBC_TERM_GROUP=1
@@ -1226,22 +1226,86 @@ obc_resume() {
   [ -n "$OBC_DRY_RUN" ] || obc_record_train_attempt
 }
 
-# --- obc's library: launcher -----------------------------------------------------------
-# trainer.torchrun (docs/trainers.md): the user's script under its
-# launcher (OBC_LAUNCHER: torchrun or accelerate) in the step OBC_LAUNCHER_STEP. The launcher
-# passes a stop signal on to the script's ranks, which save a checkpoint themselves; on
-# several Slurm nodes the step's launch takes the rendezvous of obc_rendezvous.
+# --- obc's library: on_signal ----------------------------------------------------------
+# checkpoint.on_signal (docs/resume.md): a job told to stop during training
+# first asks Axolotl for a checkpoint, or gives a step that saves one on TERM the time to.
 
-# When the job is told to stop during the launcher's step (or in a node's part of it), with
-# checkpoint.on_signal (OBC_GIVE_GRACE): the step gets TERM as any other, which the launcher
-# passes on to every rank of the script, and OBC_CHECKPOINT_GRACE seconds (checkpoint.grace)
-# more than the stop timeout before KILL, to save a checkpoint.
+# When the job is told to stop during the step that saves a checkpoint on TERM
+# (OBC_GIVE_GRACE: a script's launcher, which passes TERM on to every rank; a trainer that
+# saves on TERM, transformers' enable_jit_checkpoint), or in a node's part of it: the step
+# gets TERM as any other, and OBC_CHECKPOINT_GRACE seconds (checkpoint.grace) more than the
+# stop timeout before KILL, to save a checkpoint.
 # shellcheck disable=SC2329 # called from the traps
 obc_give_grace() {
-  [ "$OBC_NAME" = "$OBC_LAUNCHER_STEP" ] || [ -n "$OBC_NODE_TASK" ] || return 0
+  [ "$OBC_NAME" = "$OBC_GIVE_GRACE" ] || [ -n "$OBC_NODE_TASK" ] || return 0
   OBC_STOP_TIMEOUT=$((OBC_STOP_TIMEOUT + OBC_CHECKPOINT_GRACE))
-  obc_say "passing the signal on to $OBC_LAUNCHER; it has $OBC_STOP_TIMEOUT s to save a checkpoint and end"
+  obc_say "$OBC_GIVE_GRACE has the signal; it has $OBC_STOP_TIMEOUT s to save a checkpoint and end"
 }
+
+# True while the step's program runs: its process is there, and not a zombie (which it is
+# from its end until the shell waits for it).
+# shellcheck disable=SC2329 # called from the traps
+obc_step_alive() {
+  { read -r OBC_WORD < "/proc/$OBC_CHILD/stat"; } 2>/dev/null || return 1
+  case ${OBC_WORD##*') '} in Z*) return 1 ;; esac
+}
+
+# When the job is told to stop during its training step (OBC_CHECKPOINT_STEP): ask Axolotl
+# for a checkpoint (its dynamic_checkpoint trigger file, OBC_CHECKPOINT_TRIGGER) and wait,
+# up to the grace (OBC_CHECKPOINT_GRACE seconds), for a whole checkpoint that was not there
+# before (by name, never by number: an older one may be numbered higher), or for the step
+# to end.
+# shellcheck disable=SC2329 # called from the traps
+obc_ask_checkpoint() {
+  [ "$OBC_NAME" = "$OBC_CHECKPOINT_STEP" ] && [ -d "$OBC_CHECKPOINTS" ] || return 0
+  OBC_BEFORE=" $(obc_whole_checkpoints | tr '\n' ' ')"
+  OBC_TRIGGER=$OBC_CHECKPOINTS/$OBC_CHECKPOINT_TRIGGER
+  if [ -e "$OBC_TRIGGER" ] || [ -L "$OBC_TRIGGER" ]; then
+    obc_say "cannot ask Axolotl for a checkpoint: $OBC_TRIGGER is there already"
+    return 0
+  fi
+  obc_create_new "$OBC_TRIGGER" || return 0
+  obc_say "asked Axolotl for a checkpoint; waiting up to $OBC_CHECKPOINT_GRACE s"
+  OBC_LEFT=$OBC_CHECKPOINT_GRACE
+  while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
+    OBC_SAVED=$(obc_new_checkpoint "$OBC_BEFORE")
+    if [ -n "$OBC_SAVED" ]; then
+      obc_say "$OBC_SAVED saved"
+      break
+    fi
+    sleep 1
+    OBC_LEFT=$((OBC_LEFT - 1))
+  done
+  [ "$OBC_LEFT" -gt 0 ] || obc_say "no checkpoint within $OBC_CHECKPOINT_GRACE s"
+  rm -f -- "$OBC_TRIGGER"
+}
+
+# Creates the empty file $1, which is not there, and never through a link (output_dir may
+# be a folder others can write, who could leave one under its name): made new by mktemp
+# beside it, then hard-linked into place, which neither follows a link nor replaces
+# anything. A shell's noclobber (`set -C`) would not do: every shell opens a link to a pipe
+# or a device with it, and yash loops for ever on a link that leads nowhere.
+# shellcheck disable=SC2329 # called from the traps
+obc_create_new() {
+  OBC_NEW=$(mktemp "${1%/*}/.obc-new.XXXXXX") || return 1
+  ln -T -- "$OBC_NEW" "$1"
+  set -- "$?"
+  rm -f -- "$OBC_NEW"
+  return "$1"
+}
+
+# Prints the name of a whole checkpoint that is not in the list $1 (` NAME NAME `), if any.
+# shellcheck disable=SC2329 # called from the traps
+obc_new_checkpoint() {
+  for OBC_WORD in $(obc_whole_checkpoints); do
+    case $1 in *" $OBC_WORD "*) ;; *) printf '%s\n' "$OBC_WORD"; return 0 ;; esac
+  done
+}
+
+# --- obc's library: launcher -----------------------------------------------------------
+# trainer.torchrun (docs/trainers.md): the user's script under its
+# launcher (OBC_LAUNCHER: torchrun or accelerate) in the step OBC_LAUNCHER_STEP, on several
+# Slurm nodes, whose launch takes the rendezvous of obc_rendezvous.
 
 # obc_launch_across_nodes RUNNER LAUNCH...: the step on every node, one srun task each, the
 # first OBC_LOCAL_WORDS words of its launch on one machine and its rank count replaced by
@@ -1518,7 +1582,11 @@ obc_node_prepare() {
 # Stops the step: TERM to its whole process group (OBC_TERM_GROUP: native steps, enroot's
 # srun), or only to its first process (apptainer, or srun for a step on every node), which
 # passes it on to the program (to the whole group, the program would get it twice); then
-# KILL for whatever is left of the group after the stop timeout; waits for the step.
+# KILL for whatever is left of the group after the stop timeout; waits for the step, and
+# when the whole group had the TERM, up to the stop timeout for the rest of it: a launcher
+# may end at the TERM before the processes it started, which save a checkpoint
+# (llamafactory-cli before its torchrun, trl sft before its trainer), and must not have a
+# second TERM meanwhile from obc_close_log (transformers' Trainer would save twice).
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
@@ -1529,6 +1597,12 @@ obc_stop_step() {
     "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
+  OBC_LEFT=$OBC_STOP_TIMEOUT
+  while [ -n "$OBC_TERM_GROUP" ] && [ "$OBC_LEFT" -gt 0 ] &&
+    env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+    sleep 1
+    OBC_LEFT=$((OBC_LEFT - 1))
+  done
   # The killer stays for whatever the program left running.
   env kill -0 -- "-$OBC_CHILD" 2>/dev/null || env kill -s TERM -- "-$OBC_KILLER" 2>/dev/null
 }

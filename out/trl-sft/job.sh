@@ -11,7 +11,7 @@
 #SBATCH --signal=B:TERM@120
 #SBATCH --requeue
 #SBATCH --open-mode=append
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, slurm sha256:f6849417b85dc90db92c460664419fb8aa91cb64f18024f1a5a613b328d8afee, node_tasks sha256:501e73835ae7c238c19101e21812c013fbb244510e8659e52a02fdc121eeb885, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, files sha256:3678da91d2c0a7c42be85b52e13664cfca4b83ab7461abd817b2efe14f583191, checkpoints sha256:d573486df303c9f59c93bee702f773855fb371179a22cf97b52a8e5ec1c8214c, resume sha256:391bb99e778d1f045742da677f702b40318866f71408cfacc310da60cdd8a8c3, on_signal sha256:f9b5a675df13d311116934eabcc03fb75d6bab9ea2080ae45d40b7f22df52739, slurm sha256:f6849417b85dc90db92c460664419fb8aa91cb64f18024f1a5a613b328d8afee, node_tasks sha256:501e73835ae7c238c19101e21812c013fbb244510e8659e52a02fdc121eeb885, native sha256:c47784eb550a96acbc8da28f248d9806bba40deb67b34b42bbb0ae46825978d8, stop_group sha256:eb06dd9b74f3d8656c1bbc10179035135fd2cd8964c9f102237acdc952c3640f
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -37,7 +37,8 @@ obc_help() {
 # secrets     HF_TOKEN
 # resume      train starts from the newest whole checkpoint in outputs/qwen-lora/ made by these training inputs; one of other inputs stops the job (exit 3)  (trainer.trl.resume: same-inputs)
 #             --fresh starts over (what the old inputs wrote set aside in <run dir>/set-aside/), --resume-from CHECKPOINT continues from one deliberately
-# stop        TERM, then KILL after 60 s
+# stop        during train: TERM, on which transformers' Trainer saves a checkpoint (enable_jit_checkpoint), then KILL after 45 s (grace) + 60 s
+#             TERM, then KILL after 60 s
 # records     <run dir>/.obc/status.json, .obc/logs/STEP.ATTEMPT.log  (--status)
 #             training inputs (OBC_INPUTS): a rerun starts at the first step not finished for them (.obc/done/STEP; --from, --only, --fresh)
 # exit codes  0 done (or requeued), 2 usage, 3 preflight failed, 4 run dir in use by another run,
@@ -47,14 +48,15 @@ OBC_EOF
 }
 
 # --- the job ---------------------------------------------------------------------------
-OBC_JOB=trl-sft OBC_INPUTS=sha256:f65f0a4b52a33e33cef328642963c8a781f3427bfeb2e7b8fbfc6bc6fae5bae9
+OBC_JOB=trl-sft OBC_INPUTS=sha256:1c85271559355078952f45d023e27b2e82fa28c0e916cf4871d512e8aadeefab
 OBC_RUNTIME=native OBC_STEPS='train merge'
 OBC_STOP_TIMEOUT=60 OBC_SIGNALS='TERM INT HUP' OBC_SHARED=''
 OBC_CHECKPOINT_STEP=train OBC_CHECK_OUTPUT_DIR='' OBC_CHECKPOINTS_OWN_FOLDER=1 OBC_PREPARED_DIR='' OBC_TRAINER_TITLE=TRL
 OBC_RESUME=same-inputs OBC_RESUME_FIELD=trainer.trl.resume OBC_TRAINER_OUTPUT_DIR=outputs/qwen-lora OBC_RESUME_FLAG=--resume_from_checkpoint
+OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE=train OBC_CHECKPOINT_GRACE=45
 OBC_NODE_STEPS=train OBC_MASTER_PORT=29500 OBC_GPUS_PER_NODE=8 OBC_TORCHRUN_STEP='' OBC_TORCHRUN_PROGRAM_STEP=train
 OBC_TERM_GROUP=1
-OBC_CHECKPOINT_TRIGGER='' OBC_GIVE_GRACE='' OBC_LAUNCHER_STEP='' OBC_RETRY_MAX='' OBC_NOTIFY_ON='' OBC_TIME_LIMIT_SIGNAL='' OBC_HEALTH_TIMEOUT=''
+OBC_LAUNCHER_STEP='' OBC_RETRY_MAX='' OBC_NOTIFY_ON='' OBC_TIME_LIMIT_SIGNAL='' OBC_HEALTH_TIMEOUT=''
 
 # obc_step_command RUNNER PROGRAM [ARG...]: hands RUNNER the whole command of a step: the
 # program under env(1), which gives it the job's environment and leaves the script's alone.
@@ -120,6 +122,11 @@ bf16: true
 logging_steps: 10
 save_steps: 200
 report_to: none
+
+# Added by obc (checkpoint.on_signal): when the job is told to stop, job.sh
+# passes TERM on to train, and transformers' Trainer saves a checkpoint at its
+# next step, before it stops.
+enable_jit_checkpoint: true
 OBC_EOF
 }
 
@@ -1181,6 +1188,82 @@ obc_resume() {
   [ -n "$OBC_DRY_RUN" ] || obc_record_train_attempt
 }
 
+# --- obc's library: on_signal ----------------------------------------------------------
+# checkpoint.on_signal (docs/resume.md): a job told to stop during training
+# first asks Axolotl for a checkpoint, or gives a step that saves one on TERM the time to.
+
+# When the job is told to stop during the step that saves a checkpoint on TERM
+# (OBC_GIVE_GRACE: a script's launcher, which passes TERM on to every rank; a trainer that
+# saves on TERM, transformers' enable_jit_checkpoint), or in a node's part of it: the step
+# gets TERM as any other, and OBC_CHECKPOINT_GRACE seconds (checkpoint.grace) more than the
+# stop timeout before KILL, to save a checkpoint.
+# shellcheck disable=SC2329 # called from the traps
+obc_give_grace() {
+  [ "$OBC_NAME" = "$OBC_GIVE_GRACE" ] || [ -n "$OBC_NODE_TASK" ] || return 0
+  OBC_STOP_TIMEOUT=$((OBC_STOP_TIMEOUT + OBC_CHECKPOINT_GRACE))
+  obc_say "$OBC_GIVE_GRACE has the signal; it has $OBC_STOP_TIMEOUT s to save a checkpoint and end"
+}
+
+# True while the step's program runs: its process is there, and not a zombie (which it is
+# from its end until the shell waits for it).
+# shellcheck disable=SC2329 # called from the traps
+obc_step_alive() {
+  { read -r OBC_WORD < "/proc/$OBC_CHILD/stat"; } 2>/dev/null || return 1
+  case ${OBC_WORD##*') '} in Z*) return 1 ;; esac
+}
+
+# When the job is told to stop during its training step (OBC_CHECKPOINT_STEP): ask Axolotl
+# for a checkpoint (its dynamic_checkpoint trigger file, OBC_CHECKPOINT_TRIGGER) and wait,
+# up to the grace (OBC_CHECKPOINT_GRACE seconds), for a whole checkpoint that was not there
+# before (by name, never by number: an older one may be numbered higher), or for the step
+# to end.
+# shellcheck disable=SC2329 # called from the traps
+obc_ask_checkpoint() {
+  [ "$OBC_NAME" = "$OBC_CHECKPOINT_STEP" ] && [ -d "$OBC_CHECKPOINTS" ] || return 0
+  OBC_BEFORE=" $(obc_whole_checkpoints | tr '\n' ' ')"
+  OBC_TRIGGER=$OBC_CHECKPOINTS/$OBC_CHECKPOINT_TRIGGER
+  if [ -e "$OBC_TRIGGER" ] || [ -L "$OBC_TRIGGER" ]; then
+    obc_say "cannot ask Axolotl for a checkpoint: $OBC_TRIGGER is there already"
+    return 0
+  fi
+  obc_create_new "$OBC_TRIGGER" || return 0
+  obc_say "asked Axolotl for a checkpoint; waiting up to $OBC_CHECKPOINT_GRACE s"
+  OBC_LEFT=$OBC_CHECKPOINT_GRACE
+  while [ "$OBC_LEFT" -gt 0 ] && obc_step_alive; do
+    OBC_SAVED=$(obc_new_checkpoint "$OBC_BEFORE")
+    if [ -n "$OBC_SAVED" ]; then
+      obc_say "$OBC_SAVED saved"
+      break
+    fi
+    sleep 1
+    OBC_LEFT=$((OBC_LEFT - 1))
+  done
+  [ "$OBC_LEFT" -gt 0 ] || obc_say "no checkpoint within $OBC_CHECKPOINT_GRACE s"
+  rm -f -- "$OBC_TRIGGER"
+}
+
+# Creates the empty file $1, which is not there, and never through a link (output_dir may
+# be a folder others can write, who could leave one under its name): made new by mktemp
+# beside it, then hard-linked into place, which neither follows a link nor replaces
+# anything. A shell's noclobber (`set -C`) would not do: every shell opens a link to a pipe
+# or a device with it, and yash loops for ever on a link that leads nowhere.
+# shellcheck disable=SC2329 # called from the traps
+obc_create_new() {
+  OBC_NEW=$(mktemp "${1%/*}/.obc-new.XXXXXX") || return 1
+  ln -T -- "$OBC_NEW" "$1"
+  set -- "$?"
+  rm -f -- "$OBC_NEW"
+  return "$1"
+}
+
+# Prints the name of a whole checkpoint that is not in the list $1 (` NAME NAME `), if any.
+# shellcheck disable=SC2329 # called from the traps
+obc_new_checkpoint() {
+  for OBC_WORD in $(obc_whole_checkpoints); do
+    case $1 in *" $OBC_WORD "*) ;; *) printf '%s\n' "$OBC_WORD"; return 0 ;; esac
+  done
+}
+
 # --- obc's library: slurm --------------------------------------------------------------
 # Steps on every node of a Slurm job (OBC_NODE_STEPS; docs/slurm.md). Outside
 # Slurm (SLURM_JOB_ID unset) none of this changes what the script does.
@@ -1434,7 +1517,11 @@ obc_node_prepare() {
 # Stops the step: TERM to its whole process group (OBC_TERM_GROUP: native steps, enroot's
 # srun), or only to its first process (apptainer, or srun for a step on every node), which
 # passes it on to the program (to the whole group, the program would get it twice); then
-# KILL for whatever is left of the group after the stop timeout; waits for the step.
+# KILL for whatever is left of the group after the stop timeout; waits for the step, and
+# when the whole group had the TERM, up to the stop timeout for the rest of it: a launcher
+# may end at the TERM before the processes it started, which save a checkpoint
+# (llamafactory-cli before its torchrun, trl sft before its trainer), and must not have a
+# second TERM meanwhile from obc_close_log (transformers' Trainer would save twice).
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
@@ -1445,6 +1532,12 @@ obc_stop_step() {
     "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
+  OBC_LEFT=$OBC_STOP_TIMEOUT
+  while [ -n "$OBC_TERM_GROUP" ] && [ "$OBC_LEFT" -gt 0 ] &&
+    env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+    sleep 1
+    OBC_LEFT=$((OBC_LEFT - 1))
+  done
   # The killer stays for whatever the program left running.
   env kill -0 -- "-$OBC_CHILD" 2>/dev/null || env kill -s TERM -- "-$OBC_KILLER" 2>/dev/null
 }
@@ -1452,4 +1545,4 @@ obc_stop_step() {
 obc_main ${1+"$@"}
 
 # --- obc plan record 3: what this job means, as `obc plan` reads it back ---
-# {"id":"trl-sft","source_file":"examples/trl-sft.yaml","obc_version":"0.3.0","description":"A LoRA fine-tune with TRL's trl sft on two nodes of a Slurm cluster, merged after.","runtime":{"type":"native","venv":"/shared/venvs/trl","env_file":null},"gpus":"all","run_dir":"/shared/runs/trl-sft","cache_dir":"/shared/hf-cache","shared":false,"steps":{"train":{"argv":["torchrun","-m","trl.scripts.sft","--config","trl.yaml"],"nodes":"all"},"merge":{"argv":["python3","-c",{"sha256":"cbaabfd493f975c2cc2696c7f24aadc86d33b97d35747695464f9bbe25770f57"},"outputs/qwen-lora","outputs/qwen-lora/merged"],"nodes":"first"}},"files":{"trl.yaml":{"content":{"sha256":"884310ef9cd39741c9854e6d161f50f37eec48649cbffe5f4eae2f9ce4948e61"},"origin":"configs/trl-sft.yaml","obc_adds":[]}},"env":{"HF_HUB_DISABLE_TELEMETRY":"1","WANDB_RESUME":"allow"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"trl-sft","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":2,"gpus_per_node":8,"cpus_per_task":32,"partition":"gpu","account":null,"qos":null,"time":"12:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null,"torchrun_program_step":"train"},"checkpoints":{"step":"train","output_dir":"outputs/qwen-lora","host_base":null,"host_rest":"outputs/qwen-lora","resume":"same-inputs","trainer_title":"TRL","resume_flag":"--resume_from_checkpoint","resume_field":"trainer.trl.resume","prepared_dir":null},"on_signal":null,"retry":null,"inputs":"sha256:53b76dbce3e37528adcd20afb6d79d11ba0c6a39c20c1e844191a5f1e39b186e","sweep":null,"launcher":null,"health":null,"stages":[],"stage":null,"notify":null}
+# {"id":"trl-sft","source_file":"examples/trl-sft.yaml","obc_version":"0.3.0","description":"A LoRA fine-tune with TRL's trl sft on two nodes of a Slurm cluster, merged after.","runtime":{"type":"native","venv":"/shared/venvs/trl","env_file":null},"gpus":"all","run_dir":"/shared/runs/trl-sft","cache_dir":"/shared/hf-cache","shared":false,"steps":{"train":{"argv":["torchrun","-m","trl.scripts.sft","--config","trl.yaml"],"nodes":"all"},"merge":{"argv":["python3","-c",{"sha256":"cbaabfd493f975c2cc2696c7f24aadc86d33b97d35747695464f9bbe25770f57"},"outputs/qwen-lora","outputs/qwen-lora/merged"],"nodes":"first"}},"files":{"trl.yaml":{"content":{"sha256":"832193ea7cc9ed0803c7978601b44ff85ce7b4bf4cc6227c3611a29380881e1c"},"origin":"configs/trl-sft.yaml","obc_adds":{"enable_jit_checkpoint":"true"}}},"env":{"HF_HUB_DISABLE_TELEMETRY":"1","WANDB_RESUME":"allow"},"secrets":{"HF_TOKEN":{"required":true}},"stop_timeout":60,"slurm":{"job_name":"trl-sft","output":"%x-%j.out","signal":"B:TERM@120","requeue":true,"nodes":2,"gpus_per_node":8,"cpus_per_task":32,"partition":"gpu","account":null,"qos":null,"time":"12:00:00","mem":null,"constraint":null,"rendezvous_port":29500,"extra":[],"max_restarts":null,"requeues_itself":false,"torchrun_step":null,"torchrun_program_step":"train"},"checkpoints":{"step":"train","output_dir":"outputs/qwen-lora","host_base":null,"host_rest":"outputs/qwen-lora","resume":"same-inputs","trainer_title":"TRL","resume_flag":"--resume_from_checkpoint","resume_field":"trainer.trl.resume","prepared_dir":null},"on_signal":{"grace":45,"trigger":null},"retry":null,"inputs":"sha256:53b76dbce3e37528adcd20afb6d79d11ba0c6a39c20c1e844191a5f1e39b186e","sweep":null,"launcher":null,"health":null,"stages":[],"stage":null,"notify":null}

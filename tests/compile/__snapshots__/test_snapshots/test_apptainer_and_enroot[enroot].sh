@@ -7,7 +7,7 @@
 #SBATCH --gpus-per-node=2
 #SBATCH --signal=B:TERM@120
 #SBATCH --no-requeue
-# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, enroot sha256:2bc2c628991ed189f937d0ddcbe6304a61734e8e78847b0d1d57a7e870e64221, stop_group sha256:82e4f0624b902b2e40e185bcf604833a8a2fd7d7b0c539ca2b63c81a329e7531, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
+# library  obc 0.3.0 core sha256:089b57276b6048d84e14b3a331a40ae78dc1cec0beeda2592d2dd20b81b07846, words sha256:2e929722971af43a4884b45324ce4280a2d2665b62db13e74c95a6c9a2ce0355, main sha256:3b2889567ef3ee0c1cf1c9637dd8a6d0173c5281d41fbeaf59a7a93b7b728849, rundir sha256:1952289b8be640e1005e60786521cadde7d91c49c178f904f92dbdcfba64038f, records sha256:8d7fa2d286573f6471663ec6ba49c18cbf2dfc57bc13fd38a879aa1d6c8a2be9, finished sha256:353ef48e625708657e4f25ce9e5ca88dafbf1758a9810cab85de59f8965bf8b7, enroot sha256:2bc2c628991ed189f937d0ddcbe6304a61734e8e78847b0d1d57a7e870e64221, stop_group sha256:eb06dd9b74f3d8656c1bbc10179035135fd2cd8964c9f102237acdc952c3640f, unset_inherited sha256:8854cfe2acf460b31722d2881e997859a4f989367c4c653bb4bc513ba7ce607d
 # shellcheck disable=SC2016,SC2088,SC1003,SC1112,SC2209 # (see the library's part main)
 PS4='+ '
 # The summary, once: a here-document of comment lines, which --help prints without the `#`.
@@ -978,7 +978,11 @@ obc_prepare_runtime() {
 # Stops the step: TERM to its whole process group (OBC_TERM_GROUP: native steps, enroot's
 # srun), or only to its first process (apptainer, or srun for a step on every node), which
 # passes it on to the program (to the whole group, the program would get it twice); then
-# KILL for whatever is left of the group after the stop timeout; waits for the step.
+# KILL for whatever is left of the group after the stop timeout; waits for the step, and
+# when the whole group had the TERM, up to the stop timeout for the rest of it: a launcher
+# may end at the TERM before the processes it started, which save a checkpoint
+# (llamafactory-cli before its torchrun, trl sft before its trainer), and must not have a
+# second TERM meanwhile from obc_close_log (transformers' Trainer would save twice).
 # shellcheck disable=SC2329 # called from the traps
 obc_stop_step() {
   # env's kill: the built-in kill of dash, busybox and mksh rejects a negative PID.
@@ -989,6 +993,12 @@ obc_stop_step() {
     "$OBC_CHILD" >/dev/null 2>&1) &
   OBC_KILLER=$!
   wait "$OBC_CHILD" 2>/dev/null
+  OBC_LEFT=$OBC_STOP_TIMEOUT
+  while [ -n "$OBC_TERM_GROUP" ] && [ "$OBC_LEFT" -gt 0 ] &&
+    env kill -0 -- "-$OBC_CHILD" 2>/dev/null; do
+    sleep 1
+    OBC_LEFT=$((OBC_LEFT - 1))
+  done
   # The killer stays for whatever the program left running.
   env kill -0 -- "-$OBC_CHILD" 2>/dev/null || env kill -s TERM -- "-$OBC_KILLER" 2>/dev/null
 }
