@@ -11,21 +11,9 @@ import subprocess
 import pytest
 
 from tests.conftest import SHELLS, Sandbox, make_sandbox
-from tests.support.stages import compile_out
+from tests.support.stages import compile_out, pipeline
 
-PIPELINE = """\
-version: 1
-id: pipe
-runtime: {kind: native}
-trainer: {axolotl: {config: {base_model: m}, preprocess: true}}
-steps: [{name: eval, run: [record, eval]}]
-slurm:
-  time: 30
-  gpus_per_node: 1
-  stages:
-    preprocess: {gpus_per_node: 0}
-    eval: {time: 20}
-"""
+PIPELINE = pipeline("[record, eval]")
 STAGES = ("preprocess", "train", "eval")
 
 

@@ -17,6 +17,7 @@ from tests.conftest import SHELLS, Sandbox, install_stub, start_script
 from tests.script.test_sweep_script import compile_out
 from tests.support.engines import wait_until
 from tests.support.stages import compile_out as stage_out
+from tests.support.stages import pipeline
 
 SWEEP = """\
 version: 1
@@ -161,19 +162,7 @@ def test_sweep_status_adds_each_runs_state_to_the_runs_table_in_every_shell(swee
 
 # A pipeline whose eval waits for the file `go` in the run dir and exits with the code in it,
 # so that the test decides when it ends and how.
-PIPELINE = """\
-version: 1
-id: pipe
-runtime: {kind: native}
-trainer: {axolotl: {config: {base_model: m}, preprocess: true}}
-steps: [{name: eval, run: [sh, -c, 'until [ -s go ]; do sleep 0.1; done; exit "$(cat go)"']}]
-slurm:
-  time: 30
-  gpus_per_node: 1
-  stages:
-    preprocess: {gpus_per_node: 0}
-    eval: {time: 20}
-"""
+PIPELINE = pipeline("""[sh, -c, 'until [ -s go ]; do sleep 0.1; done; exit "$(cat go)"']""")
 
 
 def stages_of(obc, *paths: Path) -> list[tuple]:

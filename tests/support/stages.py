@@ -13,6 +13,24 @@ from compiler.pipeline.write import apply
 from tests.support.axolotl import clean_env
 
 
+def pipeline(eval_run: str) -> str:
+    """A run file of three stages on Slurm: preprocess without GPUs, then train (an Axolotl
+    job's), then its own step eval, which runs `eval_run` (a YAML flow list)."""
+    return f"""\
+version: 1
+id: pipe
+runtime: {{kind: native}}
+trainer: {{axolotl: {{config: {{base_model: m}}, preprocess: true}}}}
+steps: [{{name: eval, run: {eval_run}}}]
+slurm:
+  time: 30
+  gpus_per_node: 1
+  stages:
+    preprocess: {{gpus_per_node: 0}}
+    eval: {{time: 20}}
+"""
+
+
 def compile_out(root: Path, text: str) -> Path:
     """Compile the run file `text` (as root/run.yaml) into root/out; return OUT."""
     (root / "run.yaml").write_text(text)
