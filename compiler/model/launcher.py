@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 LauncherKind = Literal["torchrun", "accelerate"]
+# How long torch's elastic launcher waits for its ranks after passing a stop signal on,
+# before it kills them (30 s unless this says otherwise; torch/distributed/launcher/api.py).
+SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 
 
 @dataclass(frozen=True, slots=True)

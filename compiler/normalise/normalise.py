@@ -35,12 +35,14 @@ from ..model.job import (
     EmbeddedFile,
     Health,
     Job,
+    OnSignal,
     Retry,
     Secret,
     Step,
     SweepRun,
     expected_gpus,
 )
+from ..model.launcher import SHUTDOWN_TIMEOUT
 from ..model.notify import EVENTS, Notify
 from ..model.runtimes import (
     ENROOT_DIGESTS,
@@ -97,6 +99,8 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
     part = _trainer_part(data)
     gpus = _gpus(runtime.get("gpus", DEFAULT_GPUS))
     steps = _steps(data, part, config, multi_node=multi_node)
+    stop_timeout = runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT)
+    on_signal = None if part is None else part.signal_checkpoint(data, config)
     return Job(
         id=job_id,
         source_file=source_file,
@@ -109,12 +113,12 @@ def normalise(  # noqa: PLR0913 -- a sweep's run is optional, and given by name
         shared=paths.get("shared", DEFAULT_SHARED),
         steps=steps,
         files=_files(data, attachments, sweep, part, config),
-        env=_env(data, sweep),
+        env=_env(data, sweep, _launcher_env(on_signal, stop_timeout)),
         secrets=tuple(_secret(item) for item in data.get("secrets", ())),
-        stop_timeout=runtime.get("stop_timeout", DEFAULT_STOP_TIMEOUT),
+        stop_timeout=stop_timeout,
         slurm=slurm,
         checkpoints=None if part is None else part.checkpoints(data, config, mounts),
-        on_signal=None if part is None else part.signal_checkpoint(data, config),
+        on_signal=on_signal,
         retry=_retry(data.get("retry")),
         sweep=sweep,
         launcher=None if part is None else part.launcher(data),
@@ -253,18 +257,30 @@ def _files(data: dict[str, Any], attachments: dict[Path_, str], sweep: SweepRun 
     return tuple(files)
 
 
-def _env(data: dict[str, Any], sweep: SweepRun | None) -> tuple[tuple[str, str], ...]:
+def _env(data: dict[str, Any], sweep: SweepRun | None,
+         launcher_env: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     env = {name: str(value["value"] if isinstance(value, dict) else value)
            for name, value in data.get("env", {}).items()}
     part = _trainer_part(data)
     defaults = part.env(data) if part is not None else \
         NO_TELEMETRY if any(_runs_axolotl(step) for step in data.get("steps", ())) else ()
+    defaults += launcher_env
     secrets = {_secret(item).name for item in data.get("secrets", ())}
     if sweep is not None and WANDB_GROUP not in secrets:
         # The runs of a sweep are one group in W&B (docs/sweeps.md).
         defaults += ((WANDB_GROUP, sweep.sweep),)
     return tuple((name, value) for name, value in defaults if name not in env) + tuple(
         env.items())
+
+
+def _launcher_env(on_signal: OnSignal | None, stop_timeout: int) -> tuple[tuple[str, str], ...]:
+    """What torch's elastic launcher (torchrun; accelerate's and llamafactory-cli's, which
+    start it) is told when train saves on TERM itself: to wait for its ranks as long as the
+    job does (the stop timeout and the grace) before it kills them, where it would wait 30 s
+    (TORCH_ELASTIC_SHUTDOWN_TIMEOUT, torch/distributed/launcher/api.py)."""
+    if on_signal is None or on_signal.trigger:
+        return ()
+    return ((SHUTDOWN_TIMEOUT, str(stop_timeout + on_signal.grace)),)
 
 
 def _runs_axolotl(step: dict[str, Any]) -> bool:

@@ -113,6 +113,8 @@ def test_a_native_job_stopped_by_term_saves_and_resumes_there(axolotl_venv, tmp_
     ranks = [json.loads((run_dir / OUTPUT_DIR / f"rank-{rank}.json").read_text())
              for rank in (0, 1)]
     assert [(r["rank"], r["world_size"]) for r in ranks] == [(0, 2), (1, 2)]
+    # The launcher waits for its ranks as long as the job does: 20 s + the grace.
+    assert [r["shutdown_timeout"] for r in ranks] == ["50", "50"]
 
 
 def test_a_torchrun_job_under_slurm_stopped_by_term_resumes_in_the_next_job(

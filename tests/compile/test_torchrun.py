@@ -132,8 +132,16 @@ def test_on_a_stop_signal_train_gets_the_grace_more(tmp_path):
         script.splitlines()
     assert "# stop        during train: TERM, passed on by torchrun to the script's ranks, " \
         "then KILL after 30 s (grace) + 60 s" in script.splitlines()
+    # torchrun waits for its ranks as long as the job does (60 s + the grace), not 30 s.
+    assert "    'TORCH_ELASTIC_SHUTDOWN_TIMEOUT=90' \\" in script.splitlines()
     without = compiled(tmp_path, "launcher: torchrun", "checkpoint: {on_signal: false}\n")
     assert "OBC_GIVE_GRACE=''" in without and "OBC_CHECKPOINT_GRACE=" not in without
+    assert "TORCH_ELASTIC_SHUTDOWN_TIMEOUT" not in without
+    own = compiled(tmp_path, "launcher: torchrun",
+                   "env: {TORCH_ELASTIC_SHUTDOWN_TIMEOUT: '7'}\n")
+    assert [line for line in own.splitlines() if "TORCH_ELASTIC_SHUTDOWN_TIMEOUT=" in line] \
+        == ["#             TORCH_ELASTIC_SHUTDOWN_TIMEOUT=7",
+            "    'TORCH_ELASTIC_SHUTDOWN_TIMEOUT=7' \\"]
 
 
 SLURM_NODES = "slurm: {nodes: 2, gpus_per_node: 4}\n"

@@ -8,8 +8,8 @@ It trains a tiny linear model for --max_steps steps and saves checkpoint-N folde
 passes on to every rank) the ranks agree to stop at the same step, rank 0 saves a checkpoint
 there, and they exit 143. --pause_after N makes a first attempt (one not resumed) wait after
 step N until it is told to stop, so that a test stops it in the middle of training however
-fast the machine is. Each rank writes rank-R.json beside the checkpoints: the world size and
-the Slurm node it ran on.
+fast the machine is. Each rank writes rank-R.json beside the checkpoints: the world size, the
+Slurm node it ran on, and how long its launcher waits for it after a stop signal.
 """
 
 import argparse
@@ -70,7 +70,9 @@ def main() -> int:
     output.mkdir(parents=True, exist_ok=True)
     (output / f"rank-{rank}.json").write_text(json.dumps({
         "rank": rank, "world_size": world_size,
-        "node": os.environ.get("SLURMD_NODENAME")}) + "\n", encoding="utf-8")
+        "node": os.environ.get("SLURMD_NODENAME"),
+        "shutdown_timeout": os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")}) + "\n",
+        encoding="utf-8")
 
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(4, 1))
