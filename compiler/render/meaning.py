@@ -229,6 +229,11 @@ class NotWhole(ValueError):
     type says, or a text kept as its hash."""
 
 
+class Hashed(NotWhole):
+    """A record that keeps a text as its hash (of several lines, or over MAX_SHOWN
+    characters): what it stands for cannot be read back."""
+
+
 def read_back(record: Any, cls: type) -> Any:
     """Return the value of `cls` whose meaning is `record`, for a record that keeps no text
     as its hash (a sweep.sh's, a submit.sh's: names, numbers, hashes, short lines); raise
@@ -251,6 +256,8 @@ def _read_back(value: Any, part: Part) -> Any:
                                 part_of(part.of)) for name, item in value.items())
     if part.kind == "list" and isinstance(value, list):
         return tuple(_read_back(item, part_of(part.of)) for item in value)
+    if part.kind == "text" and isinstance(value, dict) and set(value) == {"sha256"}:
+        raise Hashed(f"a text kept as its hash: {value['sha256']:.12}")
     if part.kind in ("items", "list", "names", "variant") or \
             (part.kind == "text" and not isinstance(value, str)):
         raise NotWhole(f"not a value its type says: {value!r:.40}")

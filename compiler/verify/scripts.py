@@ -18,7 +18,7 @@ from typing import Any
 from .. import __version__
 from ..core.text import visible
 from ..pipeline.pipeline import SCRIPT_NAME
-from ..render.meaning import NotWhole, read_back, read_record
+from ..render.meaning import MAX_SHOWN, Hashed, NotWhole, read_back, read_record
 from ..render.render import render_submit, render_sweep
 from ..render.stages import Submit
 from ..render.summary import SUBMIT_SCRIPT
@@ -49,8 +49,9 @@ def _sweep(sweep: Sweep) -> Starter:
                    tuple((run.id, run.id, run.checksum) for run in sweep.runs))
 
 
-STARTERS: tuple[tuple[type, Callable[[Any], Starter]], ...] = ((Submit, _submit),
-                                                                (Sweep, _sweep))
+# Each script that starts others: the type its record is of, its name, and what it is.
+STARTERS: tuple[tuple[type, str, Callable[[Any], Starter]], ...] = (
+    (Submit, SUBMIT_SCRIPT, _submit), (Sweep, SWEEP_SCRIPT, _sweep))
 
 
 def verify_script(path: Path) -> Verdict:
@@ -60,17 +61,29 @@ def verify_script(path: Path) -> Verdict:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         return Verdict(None, (), (f"cannot be read: {error}",))
-    starter = read_starter(text)
+    try:
+        starter = read_starter(text)
+    except Unrebuildable as error:
+        return Verdict(None, (), (
+            f"its plan record keeps a text of several lines or more than {MAX_SHOWN} "
+            "characters by its sha256, "
+            f"so the {error} obc writes cannot be made again from it: not verified",))
     return verify_text(text) if starter is None else _verdict(starter, path, text)
+
+
+class Unrebuildable(Exception):
+    """A submit.sh or sweep.sh (named by the message) whose record keeps a text as its hash."""
 
 
 def read_starter(text: str) -> Starter | None:
     """The submit.sh or sweep.sh a script's record says it is; None if it says neither (a
-    job.sh, or no record)."""
+    job.sh, or no record); raise Unrebuildable if it says one only in part."""
     record = read_record(text)
-    for cls, starter in STARTERS:
+    for cls, name, starter in STARTERS:
         try:
             return starter(read_back(record, cls))
+        except Hashed as error:
+            raise Unrebuildable(name) from error
         # Values of the right kinds can still be ones no run file makes (an empty name).
         except (NotWhole, IndexError, KeyError, TypeError, ValueError, AttributeError):
             continue

@@ -228,3 +228,21 @@ def test_a_submit_sh_without_its_record_is_not_verified(out):
     submit.write_text(text[:text.index("# --- obc plan record ")])
     assert problems(submit) == (
         "its header names no library (a script of obc 0.2 or older, or not one obc wrote)",)
+
+
+def test_a_sweep_sh_whose_record_keeps_a_long_text_by_its_hash_says_so(tmp_path, monkeypatch):
+    # A record keeps a text over MAX_SHOWN characters by its sha256 (here an sbatch option
+    # every run shares), so the sweep.sh obc writes cannot be rebuilt from it: that is what
+    # verify says, not that the script has no library.
+    monkeypatch.chdir(tmp_path)
+    Path("run.yaml").write_text(
+        "version: 1\nid: ls\nruntime: {kind: native}\nsteps: [{name: a, run: ['true']}]\n"
+        f"env: {{X: '1'}}\nslurm: {{time: 5, extra: ['--comment={'x' * 230}']}}\n"
+        "matrix: {axes: {x: {set: env.X, values: [1, 2]}}}\n")
+    result = compile_files([Path("run.yaml")], out=Path("out"))
+    assert not result.diagnostics
+    apply(changes_to(Path("out"), result.outputs))
+    assert problems(Path("out/ls/sweep.sh")) == (
+        "its plan record keeps a text of several lines or more than 200 characters by its "
+        "sha256, so the "
+        "sweep.sh obc writes cannot be made again from it: not verified",)
