@@ -202,11 +202,11 @@ def signal_checkpoint(data: dict[str, Any], config: dict[str, Any]) -> OnSignal 
     step's process group, and the grace to save."""
     if not on_signal(data):
         return None
+    grace = data.get("checkpoint", {}).get("grace", DEFAULT_GRACE)
     if kind_of(data).term_checkpoint_key:
-        return OnSignal(data.get("checkpoint", {}).get("grace", DEFAULT_GRACE), None)
+        return OnSignal(grace, None)
     ours = config.get("dynamic_checkpoint") or {}
-    trigger = ours.get("trigger_file_path") or TRIGGER_FILE
-    return OnSignal(data.get("checkpoint", {}).get("grace", DEFAULT_GRACE), str(trigger))
+    return OnSignal(grace, str(ours.get("trigger_file_path") or TRIGGER_FILE))
 
 
 def checkpoints(data: dict[str, Any], config: dict[str, Any],

@@ -256,8 +256,8 @@ def _read_back(value: Any, part: Part) -> Any:
                                 part_of(part.of)) for name, item in value.items())
     if part.kind == "list" and isinstance(value, list):
         return tuple(_read_back(item, part_of(part.of)) for item in value)
-    if part.kind == "text" and isinstance(value, dict) and set(value) == {"sha256"}:
-        raise Hashed(f"a text kept as its hash: {value['sha256']:.12}")
+    if part.kind == "text" and isinstance(value, dict) and set(value) == {DIGEST_KEY}:
+        raise Hashed(f"a text kept as its hash: {value[DIGEST_KEY]:.12}")
     if part.kind in ("items", "list", "names", "variant") or \
             (part.kind == "text" and not isinstance(value, str)):
         raise NotWhole(f"not a value its type says: {value!r:.40}")
