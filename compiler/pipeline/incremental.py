@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.cache import FORMAT, Store, digest
+from ..core.files import read_at_most
 from ..core.project import source_name
 from ..core.resources import data_dir, schema_path
 from ..core.shell import LIBRARY_SECTION
@@ -142,12 +143,17 @@ _SECTION_START = "# --- obc's library: "
 
 def _text(pieces: Any) -> str | None:
     """The text that a record's `pieces` stand for; None if they are not what _pieces makes."""
-    if not isinstance(pieces, list) or not all(
-            isinstance(piece, str) or isinstance(piece, list) and len(piece) == 1
-            and piece[0] in PART_ORDER for piece in pieces):
+    if not isinstance(pieces, list):
         return None
-    return "".join(piece if isinstance(piece, str) else part_text(piece[0])
-                   for piece in pieces)
+    texts = []
+    for piece in pieces:
+        if isinstance(piece, str):
+            texts.append(piece)
+        elif isinstance(piece, list) and len(piece) == 1 and piece[0] in PART_ORDER:
+            texts.append(part_text(piece[0]))
+        else:
+            return None
+    return "".join(texts)
 
 
 def record(outputs: Iterable[Any], inputs: list[str], directory: Path) -> \
@@ -183,6 +189,6 @@ def _read_regular(path: str) -> bytes | None:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None
         with open(path, "rb") as stream:
-            return stream.read(MAX_FILE_BYTES + 1)
+            return read_at_most(stream, MAX_FILE_BYTES)
     except OSError:
         return None

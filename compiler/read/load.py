@@ -18,6 +18,7 @@ from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..core.diagnostics import Diagnostic, ObcError, field_path
+from ..core.files import read_at_most
 from ..core.project import relative_name
 from ..core.text import describe_character, find_invisible, quoted
 from .screen import (
@@ -108,7 +109,7 @@ def _located(source: Source, problem: LoadError) -> Diagnostic:
 def _read_bytes(path: Path) -> bytes:
     try:
         with path.open("rb") as stream:
-            data = stream.read(MAX_FILE_BYTES + 1)
+            data = read_at_most(stream, MAX_FILE_BYTES)
     except OSError as error:
         raise ObcError(f"{display_name(path)}: cannot read: {error.strerror}") from error
     if len(data) > MAX_FILE_BYTES:

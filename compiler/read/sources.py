@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.diagnostics import ObcError
+from ..core.files import read_at_most
 from ..core.project import project_root
 
 # What one run file may embed, all its files together: an Axolotl config and a few plugins
@@ -152,7 +153,7 @@ def _read_at_most(resolved: Path, info: os.stat_result, limit: int) -> bytes:
             opened = os.fstat(stream.fileno())
             if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
                 raise SourceError("changed while obc was reading it")
-            return stream.read(limit + 1)
+            return read_at_most(stream, limit)
     except OSError as error:
         raise SourceError(error.strerror or str(error)) from error
 
