@@ -14,6 +14,7 @@ under OUT, is reported as not obc's (`--check` fails), but left as it is.
 from __future__ import annotations
 
 import difflib
+import errno
 import io
 import itertools
 import os
@@ -32,6 +33,7 @@ from .pipeline import SCRIPT_MODE, SCRIPT_NAME
 
 HEADER_PREFIX = "# " + GENERATED_PREFIX
 HEADER_SUFFIX = ". DO NOT EDIT."
+_HEADER = HEADER_PREFIX.encode()
 # The files obc writes in each folder of OUT, and so the only ones it may find stale there.
 OUT_FILES = (SCRIPT_NAME, SWEEP_SCRIPT, RUNS_TABLE, SUBMIT_SCRIPT)
 
@@ -115,11 +117,17 @@ def _lines(data: bytes | None) -> list[str]:
 def is_obc_file(path: Path) -> bool:
     """Return whether `path` is a regular file (not a link) that carries obc's header."""
     try:
-        if not stat.S_ISREG(path.lstat().st_mode):
-            return False
-        with path.open("rb") as stream:
+        return stat.S_ISREG(path.lstat().st_mode) and _has_header(path)
+    except OSError:
+        return False
+
+
+def _has_header(path: Path | str) -> bool:
+    """Whether the file at `path` has obc's generated-file header on its second line."""
+    try:
+        with open(path, "rb") as stream:
             stream.readline()
-            return stream.readline().startswith(HEADER_PREFIX.encode())
+            return stream.readline().startswith(_HEADER)
     except OSError:
         return False
 
@@ -175,7 +183,7 @@ def compare(out: Path, output: Output) -> Change:
     """Compare one file to write under OUT with what is there: a conflict if what stands
     there is not obc's."""
     path = out / output.relative_path
-    conflict = _conflict(out, path)
+    conflict = _folder_conflict(out) or _folder_conflict(path.parent)
     if conflict:
         return Change(path, "conflict", reason=conflict, mode=output.mode)
     return _compare(path, output.text.encode(), output.mode)
@@ -214,7 +222,8 @@ def account_for(out: Path, compared: Iterable[Change], placed: Iterable[Placed],
         folders += [] if script.folder in folders else [script.folder]
     # The new bytes waiting beside their files are obc's own, not files found in OUT.
     waiting = {change.staged for change in changes if change.staged}
-    found = list(_unaccounted(out, lambda path: path in by_path or (
+    produced = {os.fspath(path) for path in by_path}
+    found = list(_unaccounted(out, lambda path: path in produced or (
         bool(waiting) and os.path.abspath(path) in waiting)))
     changes += [Change(path, "foreign", reason=reason) for path, reason in found if reason]
     unproduced = [Change(path, "stale", path.read_bytes()) for path, reason in found
@@ -281,69 +290,110 @@ def _names_a_file(root: Path, source: str) -> bool:
     return not name.is_absolute() and ".." not in name.parts and (root / name).is_file()
 
 
-def _unaccounted(out: Path, known: Callable[[Path], bool]) -> Iterator[tuple[Path, str]]:
-    """Every file under OUT that obc must account for but those `known` to be (compared
-    already, or obc's new bytes waiting to be renamed: ten thousand files not read again): each
-    obc file where obc writes, with no reason; and with why it is not obc's, anything else
-    there (a link, a folder, a file without the header) and any file elsewhere that claims
-    obc's header. Links are not followed."""
+def _unaccounted(out: Path, known: Callable[[str], bool]) -> Iterator[tuple[Path, str]]:
+    """Every file under OUT that obc must account for but those `known` to be (by path as
+    text: compared already, or obc's new bytes waiting to be renamed; ten thousand files not
+    read again): each obc file where obc writes, with no reason; and with why it is not obc's,
+    anything else there (a link, a folder, a file without the header) and any file elsewhere
+    that claims obc's header. Links are not followed."""
     if not out.is_dir() or out.is_symlink():
         return
-    depths = {os.fspath(out): 0}  # each folder's, known from its parent's: no path parsed
-    for folder, folders, files in os.walk(out, onerror=_stop):
-        depth = depths.pop(folder)
-        depths.update((os.path.join(folder, name), depth + 1) for name in folders)
-        for name in sorted(folders + files):
-            path = Path(folder, name)
-            if known(path):
-                continue
-            if depth == 1 and name in OUT_FILES:
-                yield path, "" if is_obc_file(path) else _why_not_obcs(path)
-            elif depth == 0 and path.is_symlink() and path.is_dir():
-                yield path, "a symbolic link, where obc makes its folders"
-            elif _claims_obc(path):
-                yield path, "its header claims obc wrote it, where obc writes no file"
+    yield from _unaccounted_in(os.fspath(out), 0, known)
 
 
-def _stop(error: OSError) -> None:
-    raise error  # a folder that cannot be read could hide anything: obc does not guess
+def _unaccounted_in(folder: str, depth: int, known: Callable[[str], bool]) -> \
+        Iterator[tuple[Path, str]]:
+    """_unaccounted in `folder`, `depth` folders below OUT, and in the folders under it. Each
+    entry's kind comes with its folder's listing: a folder of OUT costs no stat of its own."""
+    with os.scandir(folder) as listing:  # one that cannot be read could hide anything: raised
+        entries = sorted(listing, key=lambda entry: entry.name)
+    for entry in entries:
+        if known(entry.path):
+            continue
+        if depth == 1 and entry.name in OUT_FILES:
+            yield Path(entry.path), "" if _is_obc_entry(entry) else _why_not_obcs(entry)
+        elif entry.is_dir(follow_symlinks=False):
+            yield from _unaccounted_in(entry.path, depth + 1, known)
+        elif depth == 0 and entry.is_symlink() and entry.is_dir():
+            yield Path(entry.path), "a symbolic link, where obc makes its folders"
+        elif entry.is_file(follow_symlinks=False) and _has_claim(entry.path):
+            yield Path(entry.path), "its header claims obc wrote it, where obc writes no file"
 
 
-def _why_not_obcs(path: Path) -> str:
-    if path.is_symlink():
+def _why_not_obcs(entry: os.DirEntry) -> str:
+    if entry.is_symlink():
         return "a symbolic link, where obc writes its files"
-    if not stat.S_ISREG(path.lstat().st_mode):
+    if not entry.is_file(follow_symlinks=False):
         return "not a regular file, where obc writes its files"
     return "it has no generated-file header, where obc writes its files"
 
 
-def _claims_obc(path: Path) -> bool:
-    """Whether `path` is a regular file (not a link) with obc's header on line 1 or 2."""
+def _is_obc_entry(entry: os.DirEntry) -> bool:
+    """is_obc_file of a listed entry, whose kind its listing told already."""
+    return entry.is_file(follow_symlinks=False) and _has_header(entry.path)
+
+
+def _has_claim(path: str) -> bool:
+    """Whether the file at `path` has obc's header on line 1 or 2."""
     try:
-        if not stat.S_ISREG(path.lstat().st_mode):
-            return False
-        with path.open("rb") as stream:
+        with open(path, "rb") as stream:
             return any(CLAIM in stream.readline(4096) for _ in range(2))
     except OSError:
         return False
 
 
-def _conflict(out: Path, path: Path) -> str | None:
-    for folder in (out, path.parent):
-        if folder.is_symlink():
-            return f"{folder}: is a symbolic link"
-        if folder.exists() and not folder.is_dir():
-            return f"{folder}: is not a folder"
-    if path.is_symlink():
-        return f"{path}: is a symbolic link"
-    if path.exists() and not is_obc_file(path):
-        return f"{path}: is not a file with obc's generated-file header"
+def _folder_conflict(folder: Path) -> str | None:
+    """What stands where obc needs a folder, if it is not one (a link, a file); a folder
+    missing is none: obc makes it."""
+    found = _lstat(folder)
+    if found is not None and stat.S_ISLNK(found.st_mode):
+        return f"{folder}: is a symbolic link"
+    if found is not None and not stat.S_ISDIR(found.st_mode):
+        return f"{folder}: is not a folder"
     return None
 
 
 def _compare(path: Path, new: bytes, mode: int) -> Change:
-    if not path.exists():
+    """Compare the file at `path` with the bytes and mode obc writes there; a conflict if what
+    stands there is not obc's file. One lstat says what is there, one open reads it."""
+    found = _lstat(path)
+    if found is None:
         return Change(path, "missing", None, new, mode=mode)
-    old, old_mode = path.read_bytes(), stat.S_IMODE(path.stat().st_mode)
+    if stat.S_ISLNK(found.st_mode):
+        return Change(path, "conflict", reason=f"{path}: is a symbolic link", mode=mode)
+    old = _read_obc_file(path) if stat.S_ISREG(found.st_mode) else None
+    if old is None:
+        return Change(path, "conflict", mode=mode,
+                      reason=f"{path}: is not a file with obc's generated-file header")
+    old_mode = stat.S_IMODE(found.st_mode)
     return Change(path, "unchanged" if old == new and old_mode == mode else "changed", old,
                   new, old_mode, mode=mode)
+
+
+def _read_obc_file(path: Path) -> bytes | None:
+    """The bytes of the regular file at `path` if it carries obc's header (is_obc_file), else
+    None; a file that cannot be opened is not obc's to replace either."""
+    try:
+        stream = path.open("rb")
+    except OSError:
+        return None
+    with stream:
+        first, second = stream.readline(), stream.readline()
+        if not second.startswith(_HEADER):
+            return None
+        return first + second + stream.read()
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    """The status of `path` itself (a link not followed); None if nothing is there, as
+    Path.exists says (an error that says more is raised)."""
+    try:
+        return path.lstat()
+    except OSError as error:
+        if error.errno in _NOTHING_THERE:
+            return None
+        raise
+
+
+# The errors of a look at a path that mean nothing is there (pathlib's _IGNORED_ERRNOS).
+_NOTHING_THERE = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
