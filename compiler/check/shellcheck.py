@@ -26,8 +26,9 @@ from .parts import Part, split
 SHELLCHECK_ARGS = ("--norc", "--shell=sh", "--severity=style", "--format=json1")
 # shellcheck also reads options from this variable; the check must not depend on the caller.
 _CALLER_OPTIONS = "SHELLCHECK_OPTS"
-# From this many scripts on, one shellcheck per core (see _run_in_parallel).
-PARALLEL_FROM = 16
+# From this many bytes of scripts on (two libraries), one shellcheck per core
+# (see _run_in_parallel).
+PARALLEL_FROM_BYTES = 96 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +195,8 @@ def _run(shellcheck: Shellcheck, texts: list[str], parallel: bool = True) -> \
         raise _temporary_folder_error(Path(tempfile.gettempdir()), error) from error
     with folder as tmp:
         paths = _write_scripts(Path(tmp), texts)
-        comments = _run_in_parallel(shellcheck.path, paths, parallel)
+        comments = _run_in_parallel(shellcheck.path, paths, [len(text) for text in texts],
+                                    parallel)
     by_path: dict[str, list[Finding]] = {path: [] for path in paths}
     for c in comments:
         by_path[c["file"]].append(Finding(c["line"], c["column"], c["code"], c["level"],
@@ -215,19 +217,33 @@ def _write_scripts(folder: Path, texts: list[str]) -> list[str]:
     return paths
 
 
+def _shares(paths: list[str], sizes: list[int], count: int) -> list[list[str]]:
+    """`paths` in `count` shares of about equal bytes (what a share costs shellcheck): each
+    file, the largest first, to the share lightest so far."""
+    shares: list[list[str]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for size, path in sorted(zip(sizes, paths, strict=True), reverse=True):
+        lightest = loads.index(min(loads))
+        shares[lightest].append(path)
+        loads[lightest] += size
+    return shares
+
+
 def _temporary_folder_error(where: Path, error: OSError) -> ObcError:
     return ObcError(f"cannot write the scripts for shellcheck in {where}: "
                     f"{error.strerror or error}; free some space there, or point TMPDIR "
                     "elsewhere")
 
 
-def _run_in_parallel(shellcheck: str, paths: list[str], parallel: bool) -> list[dict]:
-    """Run one shellcheck per core over a share of `paths` when there are many: analysis, not
-    start-up, is what costs (about 0.23 s for each script), so a batch scales with the cores.
-    A few (the handful of shapes of a chunk) go to one shellcheck: each holds about 50 MB,
-    which a second one would add to save well under a second."""
-    count = cores() if parallel and len(paths) >= PARALLEL_FROM else 1
-    shares = [paths[i::count] for i in range(count)]
+def _run_in_parallel(shellcheck: str, paths: list[str], sizes: list[int],
+                     parallel: bool) -> list[dict]:
+    """Run one shellcheck per core over a share of `paths` (of files of `sizes` bytes) when
+    they are worth it: analysis, not start-up, is what costs, about a second for a library
+    of 50 KB and a tenth of one for a job part, so a batch scales with the cores. A little
+    (a chunk's handful of job parts) goes to one shellcheck: each holds 25 to 120 MB, which
+    a second one would add to save a fraction of a second."""
+    count = cores() if parallel and sum(sizes) >= PARALLEL_FROM_BYTES else 1
+    shares = _shares(paths, sizes, count)
     environment = {name: value for name, value in os.environ.items() if name != _CALLER_OPTIONS}
     processes = [subprocess.Popen([shellcheck, *SHELLCHECK_ARGS, *share], text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,

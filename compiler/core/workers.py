@@ -54,7 +54,8 @@ def map_chunks(function: Callable[[list[Item]], list[Outcome]],
     size = min(MAX_CHUNK, math.ceil(len(rest) / workers))
     _function = function
     try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        with multiprocessing.get_context("fork").Pool(workers, initializer=_become_worker) \
+                as pool:
             return first + [outcome for outcomes in pool.imap(_call, _chunks(rest, size))
                             for outcome in outcomes]
     finally:
@@ -63,6 +64,22 @@ def map_chunks(function: Callable[[list[Item]], list[Outcome]],
 
 # The function of the pool being made, in the parent; in a worker, the one it was forked for.
 _function: Callable[[list], list] | None = None
+
+
+# Whether this process is one of map_chunks' workers, each of which has a core of its own.
+_in_worker = False
+
+
+def in_worker() -> bool:
+    """Whether this process is a worker of map_chunks: one core is its share. Its parent,
+    which does a batch's first chunk before the workers start and a small batch alone, has
+    every core to itself meanwhile."""
+    return _in_worker
+
+
+def _become_worker() -> None:
+    global _in_worker  # noqa: PLW0603 -- set once, as the worker starts
+    _in_worker = True
 
 
 def _call(chunk: list) -> list:
