@@ -117,8 +117,9 @@ class Store:
         if self.folder is None:
             return None
         try:
-            with open(self._path(key), encoding="utf-8") as stream:
-                return json.load(stream)
+            # Bytes to json's C decoder: a text stream would decode them once more first.
+            with open(self._path(key), "rb") as stream:
+                return json.loads(stream.read())
         except (OSError, ValueError):
             return None
 

@@ -81,7 +81,8 @@ def relative_name(path: Path, anchor: Path | None = None) -> str:
             _names[key] = folder
     else:
         folder = _names[key]
-    return shown(Path(name)) if folder == "." else f"{folder}/{shown(Path(name))}"
+    shown_name = _visible_name(name)  # a name alone: no Path made of it
+    return shown_name if folder == "." else f"{folder}/{shown_name}"
 
 
 def _relative(path: Path, anchor: Path | None) -> str:
@@ -92,7 +93,11 @@ def shown(path: Path) -> str:
     """Return a path as one line of visible text: bytes that are not UTF-8 as \\xe9, control
     and invisible characters as \\x1b or \\u202e (a name must not rewrite a terminal or a
     script's header)."""
-    return visible(os.fsencode(path.as_posix()).decode("utf-8", "backslashreplace"))
+    return _visible_name(path.as_posix())
+
+
+def _visible_name(name: str) -> str:
+    return visible(os.fsencode(name).decode("utf-8", "backslashreplace"))
 
 
 def names_root(out: Path) -> Path:

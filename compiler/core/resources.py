@@ -29,11 +29,13 @@ def run_schema() -> dict[str, Any]:
     return json.loads(schema_path().read_text(encoding="utf-8"))
 
 
-def trainer_schema_versions(trainer: str) -> list[str]:
-    """Return the versions of `trainer` whose config schema obc has (schemas/trainers/)."""
-    return sorted((path.stem.removeprefix(f"{trainer}-")
+@cache
+def trainer_schema_versions(trainer: str) -> tuple[str, ...]:
+    """Return the versions of `trainer` whose config schema obc has (schemas/trainers/),
+    oldest first; the folder is listed once per process, not once per run file."""
+    return tuple(sorted((path.stem.removeprefix(f"{trainer}-")
                    for path in (data_dir("schemas") / "trainers").glob(f"{trainer}-*.json")),
-                  key=lambda version: tuple(map(int, version.split("."))))
+                  key=lambda version: tuple(map(int, version.split(".")))))
 
 
 @cache
