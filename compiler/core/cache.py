@@ -111,6 +111,8 @@ class Store:
 
     def __init__(self, root: Path | None, kind: str) -> None:
         self.folder = None if root is None else root / kind
+        # The folders of records made or found already: ten thousand records go to 256.
+        self._made: set[Path] = set()
 
     def get(self, key: str) -> Any:
         """Return the record stored under `key`, or None if there is none (or it is unreadable)."""
@@ -129,7 +131,9 @@ class Store:
             return
         path = self._path(key)
         with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.parent not in self._made:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._made.add(path.parent)
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as stream:
