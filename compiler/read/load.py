@@ -237,6 +237,8 @@ def _text(node: AnyNode, value: str, path: Path_) -> str:
         raise LoadError(node_mark(node), f"string holds the control character U+{ord(char):04X}"
                         f"{name}", "a terminal would show the script differently from what "
                         "it runs; remove it", path)
+    if value.isascii():  # most are: neither a surrogate nor an invisible character is
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
