@@ -283,7 +283,8 @@ class _Measure:
     the text does, or (`&a [*a]`) contain themselves; each of those is refused here, at the
     collection that holds the offending alias. The walk is in document order, so an alias
     leads to a node measured already or to one still open (itself or a parent): it never
-    recurses deeper than the text, which the event screen has bounded.
+    recurses deeper than the text, whose depth is bounded already (as libyaml composes, or by
+    the event screen).
     """
 
     def __init__(self) -> None:
