@@ -1,23 +1,27 @@
-"""A run file's YAML events from libyaml (PyYAML's C parser), as ruamel's parser gives them.
+"""A run file's node graph from libyaml (PyYAML's C parser and composer), as ruamel composes it.
 
-ruamel's pure-Python parser is most of what reading a run file costs; libyaml parses the same
-text about five times as fast. But libyaml reads YAML 1.1, and where 1.1 and 1.2 part (tabs
-and NEL as separators or line breaks, anchor names, tags, `?` in flow mappings, directives)
-or where libyaml marks otherwise (an empty value), it would give other events. So libyaml reads
-only a text whose characters and indicators are among those where both read alike
-(tests/unit/test_libyaml_events.py compares them on random texts and every corpus), and any
-event stream it cannot give exactly (an error, an empty value, an anchor, more events than a
-run file may hold) is read by ruamel again, whose events and diagnostics are obc's. Scalars
-are resolved later, from the composed nodes, by YAML 1.2 either way.
+ruamel's pure-Python parser and composer are most of what reading a run file costs; libyaml
+parses and composes the same text over ten times as fast. But libyaml reads YAML 1.1, and
+where 1.1 and 1.2 part (tabs and NEL as separators or line breaks, anchor names, tags, `?` in
+flow mappings, directives) or where libyaml marks otherwise (an empty value), it would give
+other nodes. So libyaml reads only a text whose characters and indicators are among those
+where both read alike: without tags, anchors, aliases and directives, which its composer
+would not show. Each node's tag is resolved by ruamel's YAML 1.2 resolver, and the nodes are
+PyYAML's, with the same values and marks as ruamel's (tests/unit/test_libyaml_events.py
+compares them, and what is loaded from them, on random texts and every corpus). A text it
+cannot compose exactly (an error, an empty value, nodes nested or counted past what the screen
+allows, no document) is read by ruamel again, whose events and diagnostics are obc's.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from typing import Any
 
 import yaml
-from ruamel.yaml import events as ev
-from ruamel.yaml.error import FileMark
+from ruamel.yaml import nodes as ruamel_nodes
+from ruamel.yaml.resolver import BaseResolver
 
 try:
     from yaml.cyaml import CParser
@@ -32,14 +36,18 @@ _UNREAD_CHARACTER = re.compile("[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufe
 # indicator), directives, document end markers (after which the two begin the next document
 # otherwise), a '#' no space precedes (libyaml starts a comment right after a block scalar's
 # '|') and lines of spaces only (which ruamel measures against a block scalar's indentation,
-# libyaml not): where the two read otherwise.
-_UNREAD_INDICATOR = re.compile(r"(?:^|[\s\[\]{},:])[!&*?@`]|^%|^\.\.\.|(?<=\S)#|^ +$",
+# libyaml not): where the two read otherwise. Each starts with its own character and looks
+# behind it for what precedes (a line's start is a newline or none), so that a search tries
+# only where one of those characters stands: a third of the time of `^` or a class in front.
+_UNREAD_INDICATOR = re.compile(r"[!&*?@`](?<![^\s\[\]{},:].)"  # where a token may start
+                               r"|%(?<![^\n]%)|\.\.\.(?<![^\n]\.\.\.)"  # at a line's start
+                               r"|#(?<=\S#)"  # after a non-blank
+                               r"| (?<![^\n] ) *$",  # a line of spaces only
                                re.MULTILINE)
-# More events than this, and the screen refuses the file anyway: ruamel reads it, and stops
-# where the screen does (libyaml would make them all first).
-MAX_EVENTS = 30_000
-# ruamel names a text read from a stream so; its marks are FileMarks.
-_NAME = "<file>"
+# ruamel's resolver is asked by ruamel's kind of node.
+_RUAMEL_KINDS = {yaml.ScalarNode: ruamel_nodes.ScalarNode,
+                 yaml.SequenceNode: ruamel_nodes.SequenceNode,
+                 yaml.MappingNode: ruamel_nodes.MappingNode}
 
 
 def is_read_alike(text: str) -> bool:
@@ -49,59 +57,66 @@ def is_read_alike(text: str) -> bool:
         and _UNREAD_INDICATOR.search(text) is None
 
 
-def read_events(text: str) -> list[ev.Event] | None:
-    """Return the events ruamel's parser gives for `text`, made by libyaml, or None where
-    libyaml may not read it or cannot give them exactly."""
+def compose_alike(text: str, resolver: BaseResolver, *, max_depth: int,
+                  max_values: int) -> yaml.Node | None:
+    """Return the root node that ruamel's Composer makes of `text` (ruamel's tags, PyYAML's
+    nodes), composed by libyaml, or None where libyaml may not read it or cannot compose it
+    exactly, or where its nodes nest deeper than `max_depth` or number more than `max_values`
+    (the screen refuses those: ruamel reads them and says where)."""
     if CParser is None or not is_read_alike(text):
         return None
-    parser = CParser(text)
-    events: list[ev.Event] = []
+    composer = _Composer(text, resolver, max_depth, max_values)
     try:
-        while (event := parser.get_event()) is not None:
-            converted = _convert(event)
-            if converted is None or len(events) == MAX_EVENTS:
-                return None
-            events.append(converted)
-    except yaml.YAMLError:
+        return composer.get_single_node()
+    except (yaml.YAMLError, _NotAlike):
         return None
     finally:
-        parser.dispose()
-    return events
+        composer.dispose()
 
 
-def _mark(mark) -> FileMark:
-    return FileMark(_NAME, mark.index, mark.line, mark.column)
+class _NotAlike(Exception):
+    """Raised while composing where ruamel would compose otherwise or the screen refuse."""
 
 
-def _convert(event: yaml.Event) -> ev.Event | None:
-    """Return ruamel's event for libyaml's, or None where they would differ."""
-    start, end = _mark(event.start_mark), _mark(event.end_mark)
-    kind = type(event)
-    if kind in _MARKS_ONLY:
-        return _MARKS_ONLY[kind](start, end)
-    if kind is yaml.DocumentStartEvent:
-        return ev.DocumentStartEvent(start, end, explicit=event.explicit,
-                                     version=event.version, tags=event.tags)
-    if kind is yaml.DocumentEndEvent:
-        return ev.DocumentEndEvent(start, end, explicit=event.explicit)
-    if kind is yaml.AliasEvent or event.anchor is not None:
-        return None
-    if kind is yaml.ScalarEvent:
-        return _scalar(event, start, end)
-    return _COLLECTION_STARTS[kind](None, event.tag, event.implicit, start, end,
-                                    flow_style=event.flow_style)
+class _Composer(CParser or object):  # (made only where PyYAML has libyaml)
+    """libyaml's composer, with the hooks it calls at each node: the tag from ruamel's
+    resolver, and the screen's bounds on depth and values, checked before it goes deeper (it
+    recurses in C, where no recursion limit stops it)."""
+
+    def __init__(self, text: str, resolver: BaseResolver, max_depth: int,
+                 max_values: int) -> None:
+        super().__init__(text)
+        self.resolver, self.max_depth, self.max_values = resolver, max_depth, max_values
+        self.depth = self.values = 0
+
+    def descend_resolver(self, parent: yaml.Node | None, index: Any) -> None:
+        """Count a node (libyaml calls this before each but an alias): a scalar deepens as a
+        collection does, as in ruamel's Composer."""
+        self.depth += 1
+        self.values += 1
+        if self.depth > self.max_depth or self.values > self.max_values:
+            raise _NotAlike
+
+    def ascend_resolver(self) -> None:
+        self.depth -= 1
+
+    def resolve(self, kind: type[yaml.Node], value: str | None, implicit: Any) -> str:
+        plain = kind is yaml.ScalarNode and implicit[0]
+        if plain and not value:
+            raise _NotAlike  # an empty value: ruamel marks it at the next token, libyaml here
+        if plain and len(value) > _CACHED_LENGTH:
+            return _ruamel_tag(self.resolver, kind, value, implicit)
+        return _cached_tag(self.resolver, kind, value if plain else None, implicit)
 
 
-def _scalar(event: yaml.ScalarEvent, start: FileMark, end: FileMark) -> ev.ScalarEvent | None:
-    if not event.style and not event.value:
-        return None  # an empty value: ruamel marks it at the next token, libyaml here
-    return ev.ScalarEvent(None, event.tag, event.implicit, event.value, start, end,
-                          style=event.style or None)  # libyaml's plain style is ''
+def _ruamel_tag(resolver: BaseResolver, kind: type[yaml.Node], value: str | None,
+                implicit: Any) -> str:
+    """Return ruamel's tag for a node of `kind`, of which only a plain scalar's value decides
+    (others may pass None)."""
+    return str(resolver.resolve(_RUAMEL_KINDS[kind], value, implicit))
 
 
-_MARKS_ONLY = {yaml.MappingEndEvent: ev.MappingEndEvent,
-               yaml.SequenceEndEvent: ev.SequenceEndEvent,
-               yaml.StreamStartEvent: ev.StreamStartEvent,
-               yaml.StreamEndEvent: ev.StreamEndEvent}
-_COLLECTION_STARTS = {yaml.MappingStartEvent: ev.MappingStartEvent,
-                      yaml.SequenceStartEvent: ev.SequenceStartEvent}
+# Tags of the values of a run file, which recur from file to file (ruamel takes microseconds
+# to resolve one), up to a length that keeps what the cache holds small.
+_cached_tag = lru_cache(maxsize=4096)(_ruamel_tag)
+_CACHED_LENGTH = 200

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml.constructor import SafeConstructor
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..core.diagnostics import Diagnostic, ObcError, field_path
 from ..core.files import read_at_most
@@ -23,7 +22,8 @@ from ..core.project import relative_name
 from ..core.text import describe_character, find_invisible, quoted
 from .screen import (
     YAML_TAG,
-    EventLoader,
+    AnyNode,
+    DocumentLoader,
     LoadError,
     Mark,
     Path_,
@@ -135,29 +135,30 @@ def _decode(data: bytes) -> str:
 
 
 class _Builder:
-    """Builds plain data from a measured node graph, recording positions."""
+    """Builds plain data from a measured node graph (ruamel's nodes or PyYAML's, screen.py),
+    recording positions."""
 
-    def __init__(self, source: Source, text: str, loader: EventLoader) -> None:
+    def __init__(self, source: Source, text: str, loader: DocumentLoader) -> None:
         self.source, self.text = source, text
-        self.constructor = SafeConstructor(loader=loader)
+        self.constructor = _ScalarConstructor(loader=loader)
 
-    def build(self, node: Node, path: Path_) -> Any:
+    def build(self, node: AnyNode, path: Path_) -> Any:
         self.source.values[path] = self._position(node)
-        if isinstance(node, MappingNode):
+        if node.id == "mapping":
             return self._mapping(node, path)
-        if isinstance(node, SequenceNode):
+        if node.id == "sequence":
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         return self._scalar(node, path)
 
-    def _position(self, node: Node) -> Mark:
-        if isinstance(node, ScalarNode) and node.start_mark.index == node.end_mark.index:
+    def _position(self, node: AnyNode) -> Mark:
+        if node.id == "scalar" and node.start_mark.index == node.end_mark.index:
             # An empty value: ruamel marks the next token, often lines below; point just
             # after the ':' or '-' that precedes it instead.
             before = self.text[: node.start_mark.index].rstrip()
             return mark_of_offset(self.text, len(before))
         return node_mark(node)
 
-    def _mapping(self, node: MappingNode, path: Path_) -> dict[str, Any]:
+    def _mapping(self, node: AnyNode, path: Path_) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key = self._key(key_node, path)
@@ -171,14 +172,14 @@ class _Builder:
             result[key] = self.build(value_node, (*path, key))
         return result
 
-    def _key(self, node: Node, path: Path_) -> str:
-        if isinstance(node, ScalarNode) and node.tag == _MERGE:
+    def _key(self, node: AnyNode, path: Path_) -> str:
+        if node.id == "scalar" and node.tag == _MERGE:
             raise LoadError(node_mark(node), "merge keys ('<<') are not supported",
                             "write the keys out, or use an alias (*name) for a whole value",
                             path)
-        if not isinstance(node, ScalarNode):
+        if node.id != "scalar":
             raise LoadError(node_mark(node), "a mapping key must be a string, not a "
-                            f"{'mapping' if isinstance(node, MappingNode) else 'list'}",
+                            f"{'mapping' if node.id == 'mapping' else 'list'}",
                             None, path)
         if node.tag != _STR:
             raw = self._raw(node)
@@ -188,14 +189,14 @@ class _Builder:
                             f"quote it: \"{raw}\"", path)
         return _text(node, node.value, (*path, node.value))
 
-    def _raw(self, node: ScalarNode) -> str:
+    def _raw(self, node: AnyNode) -> str:
         """Return the text of a scalar as written in the file, without its anchor."""
         raw = self.text[node.start_mark.index:node.end_mark.index]
         if raw.startswith("&"):
             raw = raw.split(None, 1)[-1]
         return raw
 
-    def _scalar(self, node: ScalarNode, path: Path_) -> Any:
+    def _scalar(self, node: AnyNode, path: Path_) -> Any:
         self.source.raw[path] = self._raw(node)
         if node.tag == _TIMESTAMP:
             return node.value  # a date is text to obc; keep exactly what was written
@@ -210,6 +211,14 @@ class _Builder:
         return _text(node, value, path) if isinstance(value, str) else value
 
 
+class _ScalarConstructor(SafeConstructor):
+    """ruamel's constructor of scalars, for PyYAML's scalar nodes too (ruamel's own check that
+    a node is a scalar knows its own class only)."""
+
+    def construct_scalar(self, node: AnyNode) -> str:
+        return node.value
+
+
 # Control characters other than tab and newline: YAML refuses them raw, but a double-quoted
 # escape ("\r", "\e") lets them in, and a terminal showing the script would then show
 # something else than what runs (a carriage return hides what precedes it on the line).
@@ -217,7 +226,7 @@ _CONTROL = re.compile("[\x01-\x08\x0b-\x1f\x7f-\x9f]")
 _CONTROL_NAMES = {"\r": "carriage return", "\x1b": "escape", "\b": "backspace"}
 
 
-def _text(node: Node, value: str, path: Path_) -> str:
+def _text(node: AnyNode, value: str, path: Path_) -> str:
     """Return a string read from the file, refusing what double-quoted escapes can put in."""
     if "\0" in value:
         raise LoadError(node_mark(node), "string holds a NUL character",
@@ -229,6 +238,8 @@ def _text(node: Node, value: str, path: Path_) -> str:
         raise LoadError(node_mark(node), f"string holds the control character U+{ord(char):04X}"
                         f"{name}", "a terminal would show the script differently from what "
                         "it runs; remove it", path)
+    if value.isascii():  # most are: neither a surrogate nor an invisible character is
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:

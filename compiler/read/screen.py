@@ -1,9 +1,12 @@
 """Stage 1's YAML screen: the text of a run file → a node graph that is safe to build.
 
-The event stream is screened first (iterative, so depth is bounded before anything recurses:
-no tags, one document, YAML 1.2, bounded size), then composed into nodes from the same events
-without parsing again (pure-Python parsing is most of what loading costs), then measured
-with its aliases expanded. load.py builds plain data from the nodes.
+libyaml composes the texts it reads as ruamel does, bounding depth and size as it goes
+(libyaml_events.py). ruamel reads all others: their event stream is screened first
+(iterative, so depth is bounded before anything recurses: no tags, one document, YAML 1.2,
+bounded size), then composed into nodes from the same events without parsing again
+(pure-Python parsing is most of what loading costs). Either graph is then measured with its
+aliases expanded. load.py builds plain data from the nodes, ruamel's or PyYAML's: both name
+their kind in `id` and mark where they stand alike.
 """
 
 from __future__ import annotations
@@ -11,19 +14,20 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
+import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml import events as ev
 from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode
+from ruamel.yaml.nodes import Node
 from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.resolver import VersionedResolver
 
-from .libyaml_events import read_events
+from .libyaml_events import compose_alike
 
 MAX_DEPTH = 32
 # What the document may expand to through aliases: a run file has a few hundred values and no
@@ -36,6 +40,7 @@ YAML_TAG = "tag:yaml.org,2002:"
 DEFAULT_VERSION = (1, 2)
 
 Path_ = tuple[str | int, ...]
+AnyNode = Node | yaml.Node
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,19 +67,31 @@ def mark_of_offset(data: bytes | str, offset: int) -> Mark:
     return Mark(data.count(newline, 0, offset) + 1, offset - line_start + 1)
 
 
-def node_mark(node: Node | ev.Event) -> Mark:
+def node_mark(node: AnyNode | ev.Event) -> Mark:
     return Mark(node.start_mark.line + 1, node.start_mark.column + 1)
 
 
 event_mark = node_mark
 
 
-def compose(text: str) -> tuple[Node, EventLoader]:
+def compose(text: str) -> tuple[AnyNode, DocumentLoader]:
     """Return the node graph of a run file's text, screened and measured, and the loader that
     constructs its scalars; raise LoadError at the first problem."""
+    node = compose_alike(text, _resolver(None), max_depth=MAX_DEPTH, max_values=MAX_VALUES)
+    if node is not None:
+        loader = DocumentLoader(None)  # libyaml reads no %YAML directive: the version is 1.2
+    else:
+        node, loader = _compose_by_ruamel(text)
+    _Measure().check(node)
+    return node, loader
+
+
+def _compose_by_ruamel(text: str) -> tuple[Node, DocumentLoader]:
+    """Return ruamel's node graph of `text`, composed from its screened events, and the loader
+    for its YAML version."""
     try:
         events, version = _screen_events(text)
-        loader = EventLoader(events, version)
+        loader = DocumentLoader(version, events)
         composer = Composer(loader)
         composer.warn_double_anchors = False  # reusing an anchor name is valid YAML
         node = composer.get_single_node()
@@ -97,7 +114,6 @@ def compose(text: str) -> tuple[Node, EventLoader]:
     if node is None:
         raise LoadError(Mark(1, 1), "file is empty; a run file is a mapping with 'version', 'id', "
                         "'runtime' and 'trainer' or 'steps'")
-    _Measure().check(node)
     return node, loader
 
 
@@ -105,12 +121,8 @@ def _screen_events(text: str) -> tuple[list[ev.Event], tuple[int, int] | None]:
     """Reject what obc does not read (tags, several documents, YAML 1.1); bound depth and size.
 
     Returns the events, to be composed without parsing the text again (parsing is most of
-    what loading costs), and the YAML version the document declares, if any. libyaml parses
-    the texts it reads as ruamel does (libyaml_events.py), ruamel all others.
+    what loading costs), and the YAML version the document declares, if any.
     """
-    parsed = read_events(text)
-    if parsed is not None:
-        return _screened(parsed)
     with contextlib.closing(_parser().parse(io.StringIO(text))) as parsed:
         return _screened(parsed)
 
@@ -139,16 +151,17 @@ def _screened(parsed: Iterable[ev.Event]) -> tuple[list[ev.Event], tuple[int, in
     return events, version
 
 
-@cache
 def _parser() -> YAML:
-    """The YAML object that parses run files into events; it keeps no state between files."""
+    """A YAML object that parses one run file into events. One per file (60 µs beside the
+    milliseconds of parsing): ruamel's keeps the YAML version a file declares, and would scan
+    the files after a `%YAML 1.1` one as 1.1."""
     return YAML(typ="safe", pure=True)
 
 
 class _Replay:
     """What ruamel's Composer reads from a parser, served from events parsed already."""
 
-    def __init__(self, events: list[ev.Event]) -> None:
+    def __init__(self, events: Sequence[ev.Event]) -> None:
         self.events, self.next = events, 0
 
     def check_event(self, *choices: type) -> bool:
@@ -164,15 +177,16 @@ class _Replay:
         return self.events[self.next - 1]
 
 
-class EventLoader:
-    """What ruamel's Composer and constructor need of a loader: the replayed events, a
-    resolver for the document's YAML version (1.2 unless it declares one), the depth bound."""
+class DocumentLoader:
+    """What ruamel's Composer and constructor need of a loader: a resolver for the document's
+    YAML version (1.2 unless it declares one), the depth bound, and the replayed events that
+    the Composer reads (none where libyaml composed the nodes)."""
 
     max_depth = MAX_DEPTH
 
-    def __init__(self, events: list[ev.Event], version: tuple[int, int] | None) -> None:
+    def __init__(self, version: tuple[int, int] | None, events: Sequence[ev.Event] = ()) -> None:
         self._parser = _Replay(events)
-        self._resolver = _DocumentResolver(version=version, loader=self)
+        self._resolver = _resolver(version)
 
 
 class _DocumentResolver(VersionedResolver):
@@ -182,6 +196,13 @@ class _DocumentResolver(VersionedResolver):
     @property
     def processing_version(self) -> tuple[int, int]:
         return self._loader_version or DEFAULT_VERSION
+
+
+@cache
+def _resolver(version: tuple[int, int] | None) -> _DocumentResolver:
+    """The resolver for a YAML version: it keeps no state between files but its table of
+    patterns, which it makes at its first value."""
+    return _DocumentResolver(version=version)
 
 
 def _screen_document(event: ev.DocumentStartEvent, number: int, mark: Mark) -> None:
@@ -262,34 +283,39 @@ class _Measure:
     the text does, or (`&a [*a]`) contain themselves; each of those is refused here, at the
     collection that holds the offending alias. The walk is in document order, so an alias
     leads to a node measured already or to one still open (itself or a parent): it never
-    recurses deeper than the text, which the event screen has bounded.
+    recurses deeper than the text, whose depth is bounded already (as libyaml composes, or by
+    the event screen).
     """
 
     def __init__(self) -> None:
         self.sizes: dict[int, _Size] = {}
         self.open: set[int] = set()
 
-    def check(self, root: Node) -> None:
-        self._size(root, 0)
+    def check(self, root: AnyNode) -> None:
+        if root.id != "scalar":  # a scalar alone is no larger than the text
+            self._size(root, 0)
 
-    def _size(self, node: Node, outer: int) -> _Size:
-        """Return the size of `node`, which `outer` collections enclose."""
+    def _size(self, node: AnyNode, outer: int) -> _Size:
+        """Return the size of the collection `node`, which `outer` collections enclose."""
         if id(node) in self.sizes:
             return self.sizes[id(node)]
-        if isinstance(node, ScalarNode):
-            return _Size(1, len(node.value), 0)
-        children = [n for pair in node.value for n in pair] if isinstance(node, MappingNode) \
+        children = [n for pair in node.value for n in pair] if node.id == "mapping" \
             else node.value
         self.open.add(id(node))
-        sizes = []
+        values, text, height = 1, 0, 0
         for child in children:
+            if child.id == "scalar":  # most values: sized here rather than by a call
+                values += 1
+                text += len(child.value)
+                continue
             if id(child) in self.open:
                 raise LoadError(node_mark(node), "an alias refers to the value that contains it",
                                 "an alias (*name) can only repeat a value defined before it")
-            sizes.append(self._size(child, outer + 1))
+            size = self._size(child, outer + 1)
+            values, text = values + size.values, text + size.text
+            height = max(height, size.height)
         self.open.discard(id(node))
-        size = _Size(1 + sum(s.values for s in sizes), sum(s.text for s in sizes),
-                     1 + max((s.height for s in sizes), default=0))
+        size = _Size(values, text, height + 1)
         if outer + size.height > MAX_DEPTH:
             raise LoadError(node_mark(node), f"nesting is deeper than {MAX_DEPTH} levels once "
                             "aliases are expanded")

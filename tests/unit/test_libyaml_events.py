@@ -1,11 +1,10 @@
-"""libyaml reads a run file for ruamel only where the two read it alike: the same events, the
-same marks, and so the same data, positions and diagnostics (compiler/read/libyaml_events.py)."""
+"""libyaml composes a run file for ruamel only where the two read it alike: the same nodes, tags
+and marks, and so the same data, positions and diagnostics (compiler/read/libyaml_events.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from _pytest.mark.structures import ParameterSet
@@ -13,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler.read import libyaml_events, screen
-from compiler.read.libyaml_events import is_read_alike, read_events
+from compiler.read.libyaml_events import compose_alike, is_read_alike
 from compiler.read.load import Source, parse_source
+from compiler.read.screen import MAX_DEPTH, MAX_VALUES, LoadError
 from tests.compile import test_stages
 from tests.compile.diagnostics import (
     test_accepting,
@@ -85,58 +85,88 @@ def mutated(draw: st.DrawFn) -> str:
     return text
 
 
-def ruamel_events(text: str) -> list:
-    with contextlib.closing(screen._parser().parse(io.StringIO(text))) as parsed:
-        return list(parsed)
+def composed_by_libyaml(text: str):
+    return compose_alike(text, screen._resolver(None), max_depth=MAX_DEPTH,
+                         max_values=MAX_VALUES)
 
 
-def described(event) -> tuple:
-    """All an event says that the Composer, the screen and load.py read (not its comments,
-    which ruamel keeps on some events even when it reads safely, and only its round trip
-    reads)."""
-    marks = tuple((m.index, m.line, m.column) for m in (event.start_mark, event.end_mark))
-    attributes = ("value", "style", "implicit", "anchor", "tag", "flow_style", "explicit",
-                  "version", "tags")
-    return (type(event), *(getattr(event, name, None) for name in attributes), marks)
+def described(node) -> tuple:
+    """All of a node that screen.py and load.py read: its kind, tag, value and marks."""
+    marks = tuple((m.index, m.line, m.column) for m in (node.start_mark, node.end_mark))
+    if node.id == "scalar":
+        return node.id, node.tag, node.value, marks
+    children = [n for pair in node.value for n in pair] if node.id == "mapping" else node.value
+    return node.id, node.tag, [described(child) for child in children], marks
+
+
+def loaded(data: bytes) -> tuple:
+    source, problems = parse_source(Source("run.yaml", Path()), data)
+    return repr(source.data), source.values, source.keys, source.raw, problems
+
+
+def loaded_by_ruamel(data: bytes) -> tuple:
+    with mock.patch.object(screen, "compose_alike", return_value=None):
+        return loaded(data)
+
+
+def assert_composed_alike(text: str) -> None:
+    """libyaml's nodes of `text`, where it composes them, are ruamel's."""
+    node = composed_by_libyaml(text)
+    if node is not None:
+        assert described(node) == described(screen._compose_by_ruamel(text)[0])
 
 
 def assert_read_alike(text: str) -> None:
-    events = read_events(text)
-    if events is not None:
-        assert [described(e) for e in events] == [described(e) for e in ruamel_events(text)]
+    """libyaml's nodes of `text`, where it composes them, are ruamel's, and the file loads to
+    the same data, positions and diagnostics either way."""
+    assert_composed_alike(text)
+    assert loaded(text.encode()) == loaded_by_ruamel(text.encode())
 
 
 @BUDGET
 @given(st.one_of(documents(), mutated(),
                  st.lists(st.sampled_from(PIECES + SCALARS), max_size=12).map(
                      lambda pieces: "".join(pieces) + "\n")))
-def test_libyaml_gives_ruamels_events_for_every_text_it_reads(text):
+def test_libyaml_composes_ruamels_nodes_for_every_text_it_reads(text):
     assert_read_alike(text)
 
 
 @pytest.mark.parametrize("text", [
     "a: 1\n", "a: é\nbé: [x, \"ü\", \U0001d11e]\nc: 😀 x  # é\n", "a: 'it''s'\nb: |\n  x\n\n  y\n",
     "- [a, {b: c}]\n- \"x\\ty\"\n", "a: W&B\nb: x@y\nc: '%x'\nd: a?b\n",
+    f"long: {'x' * 300}\nlong number: {'1' * 300}\n",  # past the tags kept in the cache
 ])
 def test_libyaml_reads_the_common_texts(text):
-    events = read_events(text)
-
-    assert events is not None
-    assert [described(e) for e in events] == [described(e) for e in ruamel_events(text)]
+    assert composed_by_libyaml(text) is not None
+    assert_read_alike(text)
 
 
 @pytest.mark.parametrize("text", KNOWN_DIFFERENCES)
 def test_what_yaml_1_1_reads_otherwise_is_left_to_ruamel(text):
-    assert read_events(f"a: 1\nb: x{text}y\nc: {text}\n{text}d: 2\n") is None
+    assert composed_by_libyaml(f"a: 1\nb: x{text}y\nc: {text}\n{text}d: 2\n") is None
 
 
 def test_an_empty_value_is_left_to_ruamel_which_marks_it_at_the_next_token():
     assert is_read_alike("a:\nb: 1\n")
-    assert read_events("a:\nb: 1\n") is None
+    assert composed_by_libyaml("a:\nb: 1\n") is None
 
 
-def test_more_events_than_a_run_file_may_hold_are_left_to_ruamel():
-    assert read_events("[" + "a, " * libyaml_events.MAX_EVENTS + "]\n") is None
+@pytest.mark.parametrize("text", [
+    "[" + "a, " * MAX_VALUES + "]\n",
+    "[" * MAX_DEPTH + "a" + "]" * MAX_DEPTH + "\n",
+    "[" * 100_000 + "\n",  # libyaml's composer recurses in C: stopped at the screen's depth
+    "a\n---\nb\n",
+    "# a comment only\n",
+])
+def test_what_the_screen_refuses_or_finds_empty_is_left_to_ruamel(text):
+    assert composed_by_libyaml(text) is None
+    with pytest.raises(LoadError):
+        screen.compose(text)
+
+
+def test_libyaml_composes_up_to_the_screens_bounds():
+    assert composed_by_libyaml("[" + "a, " * (MAX_VALUES - 1) + "]\n") is not None
+    assert composed_by_libyaml("[" * (MAX_DEPTH - 1) + "a" + "]" * (MAX_DEPTH - 1) + "\n")
 
 
 def corpus_texts() -> list[bytes]:
@@ -152,23 +182,22 @@ def corpus_texts() -> list[bytes]:
     return texts
 
 
-def loaded(data: bytes) -> tuple:
-    source, problems = parse_source(Source("run.yaml", Path()), data)
-    return repr(source.data), source.values, source.keys, source.raw, problems
-
-
-def test_every_corpus_file_loads_alike_both_ways(monkeypatch):
+def test_every_corpus_file_loads_alike_both_ways():
     texts = corpus_texts()
-    fast = [loaded(data) for data in texts]
-    monkeypatch.setattr(screen, "read_events", lambda text: None)
 
-    assert [loaded(data) for data in texts] == fast
-    read_by_libyaml = [data for data in texts if read_events(data.decode(errors="replace"))]
+    assert [loaded(data) for data in texts] == [loaded_by_ruamel(data) for data in texts]
+    read_by_libyaml = [data for data in texts
+                       if composed_by_libyaml(data.decode(errors="replace")) is not None]
     assert len(texts) > 400 and len(read_by_libyaml) > len(texts) / 2
+
+
+def test_every_corpus_file_that_libyaml_composes_has_ruamels_nodes():
+    for data in corpus_texts():
+        assert_composed_alike(data.decode(errors="replace"))
 
 
 def test_without_libyaml_every_text_is_ruamels(monkeypatch):
     monkeypatch.setattr(libyaml_events, "CParser", None)
 
-    assert read_events("a: 1\n") is None
+    assert composed_by_libyaml("a: 1\n") is None
     assert loaded(b"version: 1\nid: r\n")[0] == "{'version': 1, 'id': 'r'}"

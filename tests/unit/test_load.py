@@ -150,6 +150,15 @@ def test_aliases_of_long_text_are_bounded_by_characters_as_well(tmp_path):
         4, "aliases expand this to more than 10,000 values or 2,097,152 characters")
 
 
+def test_a_file_reads_alike_after_one_that_declares_yaml_1_1(tmp_path):
+    text = "a\n...\nb\n"
+    alone = load(tmp_path, text)[1]
+    load(tmp_path, "%YAML 1.1\n---\na: 1\n")
+
+    assert load(tmp_path, text)[1] == alone
+    assert alone[0].message == "file holds more than one YAML document"
+
+
 def test_a_file_of_too_many_values_stops_early(tmp_path):
     (problem,) = load(tmp_path, HEAD + "x: [" + "1," * 500_000 + "1]\n")[1]
 
