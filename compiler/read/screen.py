@@ -225,6 +225,8 @@ def shorthand(tag: str) -> str:
     return "!!" + tag.removeprefix(YAML_TAG) if tag.startswith(YAML_TAG) else tag
 
 
+# What ruamel counts as a line break when it marks a line (a lone CR too).
+_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 # What commonly goes wrong, by the text of ruamel's problem: (message, hint).
 _SYNTAX_HINTS = {
     "mapping values are not allowed here": (
@@ -249,7 +251,7 @@ def syntax_error(error: MarkedYAMLError, text: str) -> LoadError:
         mark = error.context_mark  # where the quote or bracket opens
     where = Mark(mark.line + 1, mark.column + 1) if mark else Mark(1, 1)
     if "'\\t'" in problem:
-        line = text.split("\n")[where.line - 1]
+        line = _LINE_BREAK.split(text)[where.line - 1]
         if line[: where.column].strip():
             return LoadError(where, "a tab separates values here",
                              "YAML separates with spaces; replace the tab with a space")
