@@ -183,3 +183,12 @@ def test_a_file_of_exactly_1_mib_is_read(tmp_path):
 def test_an_embedded_config_nested_too_deep_is_a_clean_error():
     with pytest.raises(ConfigError, match="nesting is deeper than 32 levels"):
         read_config("a: " + "[" * 5000 + "]" * 5000 + "\n")
+
+
+def test_a_tab_after_a_lone_carriage_return_is_said_at_its_line(tmp_path):
+    # ruamel counts a lone CR as a line break: the tab is on line 3, which a split at LF
+    # alone did not have.
+    (problem,) = load(tmp_path, "\r# a\n\t")[1]
+
+    assert (problem.line, problem.column, problem.message) == (
+        3, 1, "a tab is used for indentation")
