@@ -13,11 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 from ..core.diagnostics import ObcError
 from .changes import Change, Output, compare
@@ -146,8 +144,6 @@ def _write_temporary(path: Path, data: bytes, mode: int, *,
             os.fchmod(stream.fileno(), mode)
             if durable:
                 os.fsync(stream.fileno())
-            else:
-                _start_writeback(stream.fileno())
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -205,39 +201,11 @@ def _sync(staged: dict[Path, str]) -> None:
 def _syncfs(fd: int) -> None:
     # syncfs(2) flushes one file system; Python has no binding for it, and os.sync() would
     # flush every file system of the machine.
-    syncfs = getattr(_libc(), "syncfs", None)
-    if syncfs is None or syncfs(fd) != 0:
+    import ctypes  # noqa: PLC0415 -- only a compile that writes needs it
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, "syncfs", None) is None or libc.syncfs(fd) != 0:
         os.sync()
-
-
-def _start_writeback(fd: int) -> None:
-    """Start writing a staged file to disk without waiting for it (Linux's sync_file_range):
-    apply's sync then finds ten thousand files written while they were compiled, instead of
-    writing them all while nothing else runs. Elsewhere, the sync writes them."""
-    start = _sync_file_range()
-    if start is not None:
-        start(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)  # offset 0, length 0: the whole file
-
-
-# sync_file_range's flag that starts writing the dirty pages and does not wait.
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-@cache
-def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    import ctypes  # noqa: PLC0415 -- only a compile that writes needs it
-
-    function = getattr(_libc(), "sync_file_range", None)
-    if function is not None:
-        function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    return function
-
-
-@cache
-def _libc() -> Any:
-    import ctypes  # noqa: PLC0415 -- only a compile that writes needs it
-
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def _remove_if_empty(folder: Path) -> None:
