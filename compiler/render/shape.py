@@ -44,17 +44,26 @@ _LETTERS = {"A": string.ascii_uppercase, "a": string.ascii_lowercase}
 
 # Each distinct shape this process has made, as one object: a thousand scripts have a few
 # shapes, and their results (pickled together from a worker) then hold one copy, not 20 KB
-# each.
-_SHAPES: dict[str, str] = {}
+# each. With it, the directives in it, searched for once, not in every script's shape.
+_SHAPES: dict[str, tuple[str, list[str]]] = {}
 
 
 def script_and_shape(job: Job) -> tuple[str, str | None]:
     """Return the script of `job` and its shape, in one render; None for the shape if no
     shape can stand for the script."""
     text, shape = render_twice(job, shape_printer(job))
-    if _DIRECTIVE.findall(shape) != _DIRECTIVE.findall(text):
+    shape, directives = _known(shape)
+    if directives != _DIRECTIVE.findall(text):
         return text, None
-    return text, _SHAPES.setdefault(shape, shape)
+    return text, shape
+
+
+def _known(shape: str) -> tuple[str, list[str]]:
+    """Return the one object of `shape` this process keeps, and the directives in it."""
+    known = _SHAPES.get(shape)
+    if known is None:
+        known = _SHAPES[shape] = (shape, _DIRECTIVE.findall(shape))
+    return known
 
 
 def shape_printer(job: Job) -> ShapePrinter:
