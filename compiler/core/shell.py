@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 
 # Words made only of these characters mean the same quoted or not, in every shell we target.
 # `=` is left out (a first word `A=b` is an assignment, and zsh expands a leading `=`), and so
@@ -41,6 +42,7 @@ class ShellText(str):
     __slots__ = ()
 
 
+@lru_cache(maxsize=4096)  # a batch writes most words in every script, and each in its shape
 def quote(value: str) -> ShellText:
     """Return `value` as one shell word: plain when that is unambiguous, else single-quoted."""
     if _PLAIN_WORD.fullmatch(value) and value not in RESERVED_WORDS:

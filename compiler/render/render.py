@@ -301,7 +301,7 @@ def render_twice(job: Job, other: Printer) -> tuple[str, str]:
     """Return the job.sh of `job`, and the same written by `other` (its shape), in one
     render: the templates are gone through once, each value written by both printers."""
     pieces = list(_job_pieces(job, _Twins(other)))
-    return "".join(pieces), "".join(getattr(piece, "other", piece) for piece in pieces)
+    return "".join(pieces), "".join([getattr(piece, "other", piece) for piece in pieces])
 
 
 def _job_pieces(job: Job, printer: Printer | _Twins) -> Iterator[str]:
@@ -313,7 +313,9 @@ def _job_pieces(job: Job, printer: Printer | _Twins) -> Iterator[str]:
     yield from template.generate(
         job=job, generated_line=f"{GENERATED_PREFIX}{job.source_file}. DO NOT EDIT.",
         library_line=library_line(job), help_lines=_when_written(help_lines, job),
-        parts=library_parts(job), main_call=ShellText(MAIN_CALL),
+        # The texts of the library's parts, not their names: no call from the template.
+        parts=[library_part(name) for name in library_parts(job)],
+        main_call=ShellText(MAIN_CALL),
         settings=[[(ShellText(name), value) for name, value in group] for group in groups
                   if any(value != "" for _, value in group)],
         # The switches of the features the job has not, on one line: `OBC_RETRY_MAX='' …`.
@@ -340,6 +342,7 @@ def render_sweep(sweep: Sweep, printer: Printer = _REAL) -> str:
     return f"{text}\n{printer.comment(record_lines(sweep))}\n"
 
 
+@cache  # the library is most of every script: one copy of each part a process
 def library_part(name: str) -> ShellText:
     """The part `name` of obc's runtime library, templates/lib/NAME.sh, as written: plain
     shell that no template renders, so it is the same bytes in every script that uses it.

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import string
 from collections.abc import Iterable, Iterator
+from functools import cache, lru_cache
 
 from ..core import shell
 from ..core.shell import ShellText
@@ -30,25 +32,38 @@ from .render import Printer, render_twice
 _DIRECTIVE = re.compile("#[ \t\u00a0\u200b]*shellcheck[^\n]*")
 # Kept as written: letters only (a command or step name), or an option such as `--rm`.
 _AS_WRITTEN = re.compile("-*[A-Za-z]*")
-_RUN = re.compile("[A-Z]+|[a-z]+|[0-9]+")
 _NUMBER = re.compile("0|[1-9][0-9]{0,17}")
-_FIRST = {"A": "A", "a": "a", "0": "0"}
-_LETTERS = {"A": "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "a": "abcdefghijklmnopqrstuvwxyz"}
+# A value's skeleton (_variants): each ASCII letter or digit as its kind, `A`, `a` or `0`,
+# then each run of one kind cut to its first character, with no function called for each run.
+_KINDS = str.maketrans(string.ascii_uppercase + string.ascii_lowercase + string.digits,
+                       "A" * 26 + "a" * 26 + "0" * 10)
+_RUN_REST = re.compile("(?<=A)A+|(?<=a)a+|(?<=0)0+")
+_KIND = re.compile("[Aa0]")
+_LETTERS = {"A": string.ascii_uppercase, "a": string.ascii_lowercase}
 
 
 # Each distinct shape this process has made, as one object: a thousand scripts have a few
 # shapes, and their results (pickled together from a worker) then hold one copy, not 20 KB
-# each.
-_SHAPES: dict[str, str] = {}
+# each. With it, the directives in it, searched for once, not in every script's shape.
+_SHAPES: dict[str, tuple[str, list[str]]] = {}
 
 
 def script_and_shape(job: Job) -> tuple[str, str | None]:
     """Return the script of `job` and its shape, in one render; None for the shape if no
     shape can stand for the script."""
     text, shape = render_twice(job, shape_printer(job))
-    if _DIRECTIVE.findall(shape) != _DIRECTIVE.findall(text):
+    shape, directives = _known(shape)
+    if directives != _DIRECTIVE.findall(text):
         return text, None
-    return text, _SHAPES.setdefault(shape, shape)
+    return text, shape
+
+
+def _known(shape: str) -> tuple[str, list[str]]:
+    """Return the one object of `shape` this process keeps, and the directives in it."""
+    known = _SHAPES.get(shape)
+    if known is None:
+        known = _SHAPES[shape] = (shape, _DIRECTIVE.findall(shape))
+    return known
 
 
 def shape_printer(job: Job) -> ShapePrinter:
@@ -69,8 +84,15 @@ class ShapePrinter(Printer):
                              for n, value in enumerate(dict.fromkeys(hashes))}
         self.taken: set[str] = set(self.placeholders.values())
         self.numbers: dict[int, str] = {}
+        # Each word as written, once: a script writes over a quarter of its words again.
+        self.words: dict[str, ShellText] = {}
 
     def word(self, value: str) -> ShellText:
+        if value not in self.words:
+            self.words[value] = self._word(value)
+        return self.words[value]
+
+    def _word(self, value: str) -> ShellText:
         placeholder = self._placeholder(value)
         if shell.quote(value) == value:
             return ShellText(placeholder)
@@ -118,42 +140,57 @@ class ShapePrinter(Printer):
 
     def _holds_a_value(self, value: str) -> bool:
         """Whether `value` holds one of the job's strings (most words are one, whole)."""
-        return value in self.values or any(v in value for v in self.values)
+        return value in self.values or any(map(value.__contains__, self.values))
 
 
-def job_strings(value: object) -> Iterator[str]:
-    """Yield every string a job holds, however deep."""
+def job_strings(job: Job) -> set[str]:
+    """Return every string a job holds, however deep (found without a generator for each
+    value it holds: there are hundreds)."""
+    found: set[str] = set()
+    _add_strings(job, found)
+    return found
+
+
+def _add_strings(value: object, found: set[str]) -> None:
     if isinstance(value, str):
-        yield value
-    elif dataclasses.is_dataclass(value):
-        for name in field_names(type(value)):
-            yield from job_strings(getattr(value, name))
+        found.add(value)
     elif isinstance(value, tuple | list):
         for item in value:
-            yield from job_strings(item)
+            _add_strings(item, found)
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from job_strings(key)
-            yield from job_strings(item)
+            _add_strings(key, found)
+            _add_strings(item, found)
+    else:
+        for name in _record_fields(type(value)):
+            _add_strings(getattr(value, name), found)
+
+
+@cache  # by class: asked of every value of every job
+def _record_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a dataclass, in which a job holds strings; none for any other value."""
+    return field_names(cls) if dataclasses.is_dataclass(cls) else ()
 
 
 def _variants(value: str) -> Iterator[str]:
     """Yield placeholders for `value`: its runs of letters and digits shrunk to one `A`, `a`
     or `0`, then the same with its first run changed, for values that only look alike."""
-    skeleton = _RUN.sub(lambda run: _FIRST[_class(run.group())], value)
+    skeleton = _skeleton(value)
     yield skeleton
-    first = _RUN.search(skeleton)
+    first = _KIND.search(skeleton)  # its first run, now one character
     if first is None:
         return
     start, end = first.span()
     number = 1
     while True:
-        yield skeleton[:start] + _nth(_class(first.group()), number) + skeleton[end:]
+        yield skeleton[:start] + _nth(first.group(), number) + skeleton[end:]
         number += 1
 
 
-def _class(run: str) -> str:
-    return "0" if run[0].isdigit() else "A" if run[0].isupper() else "a"
+@lru_cache(maxsize=4096)  # most values are in other jobs too: an image, a step's name
+def _skeleton(value: str) -> str:
+    """Return `value` with each run of ASCII letters or digits shrunk to one `A`, `a` or `0`."""
+    return _RUN_REST.sub("", value.translate(_KINDS))
 
 
 def _nth(kind: str, number: int) -> str:
