@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from compiler.read import screen
 from compiler.read.axolotl import ConfigError, read_config
 from compiler.read.load import Mark, load_source
-from compiler.read import screen
 from compiler.read.screen import MAX_DEPTH, MAX_VALUES
 
 HEAD = "version: 1\nid: r\n"
