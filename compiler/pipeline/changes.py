@@ -22,7 +22,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import BinaryIO, Literal, Protocol
 
 from ..core.diagnostics import ObcError
 from ..core.project import names_root
@@ -126,10 +126,16 @@ def _has_header(path: Path | str) -> bool:
     """Whether the file at `path` has obc's generated-file header on its second line."""
     try:
         with open(path, "rb") as stream:
-            stream.readline()
-            return stream.readline().startswith(_HEADER)
+            return _carries_header(stream)
     except OSError:
         return False
+
+
+def _carries_header(stream: BinaryIO) -> bool:
+    """Whether the file open in `stream`, read from its start, has obc's header on its second
+    line (its first two lines are read)."""
+    stream.readline()
+    return stream.readline().startswith(_HEADER)
 
 
 class Placed(Protocol):
@@ -378,10 +384,10 @@ def _read_obc_file(path: Path) -> bytes | None:
     except OSError:
         return None
     with stream:
-        first, second = stream.readline(), stream.readline()
-        if not second.startswith(_HEADER):
+        if not _carries_header(stream):
             return None
-        return first + second + stream.read()
+        stream.seek(0)
+        return stream.read()
 
 
 def _lstat(path: Path) -> os.stat_result | None:
