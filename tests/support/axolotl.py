@@ -42,17 +42,12 @@ class TinyModel:
         return self.root / "data.jsonl"
 
 
-# One OpenMP thread for each trainer's process. tests/run runs three tests at a time on two
-# cores, and torch's threads spin while they wait for each other: a LLaMA-Factory train that
-# took 37 steps a second alone took one to three beside two others (measured, 2026-12-02), so
-# that one test took five minutes. torchrun sets the same for each rank it starts.
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
-
-
 def clean_env(home: Path, path: str = "/usr/bin:/bin", **extra: str) -> dict[str, str]:
     """What `env -i PATH=... HOME=... OMP_NUM_THREADS=1` gives a program: no venv active,
-    nothing inherited."""
-    return {"PATH": path, "HOME": str(home), **ONE_THREAD, **extra}
+    nothing inherited. One OpenMP thread, as torchrun gives each rank: tests/run runs three
+    tests at a time on two cores, where torch's threads spin waiting for each other (a
+    LLaMA-Factory train fell from 37 steps a second to one to three; docs/tests.md)."""
+    return {"PATH": path, "HOME": str(home), "OMP_NUM_THREADS": "1", **extra}
 
 
 # For Axolotl run directly: the tests have no hub; and with telemetry on and no network,
