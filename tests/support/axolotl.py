@@ -4,7 +4,7 @@ tests/run installs the oldest release obc supports, Axolotl 0.19.0 with a CPU bu
 into a venv of its own, OBC_AXOLOTL_VENV (default /opt/obc-axolotl), which most tests run; and
 the newest, 0.21.0 on Python 3.12, into another, OBC_AXOLOTL_NEWEST_VENV (default
 /opt/obc-axolotl-0.21), which a few run. The tiny model is a random two-layer Llama with a
-byte-level BPE tokenizer (tests/support/programs/tiny_model.py), built once per session by the
+byte-level BPE tokenizer (tests/support/programs/tiny_model.py), built once a test run by the
 oldest's python, with no hub access, in a folder that containers mount read-only at the same
 path. `lora_config` is an Axolotl config that preprocesses, trains a LoRA adapter for two
 steps with a checkpoint at each, and merges it, in about 20 s a command on one CPU.
@@ -12,9 +12,12 @@ steps with a checkpoint at each, and merges it, in about 20 s a command on one C
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,17 +66,41 @@ def installed_venv(venv: Path, title: str, variable: str) -> Path:
     return venv
 
 
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str,
+                 build: Callable[[Path], None]) -> Path:
+    """The folder `name` that `build` filled, once for the whole test run: tests/run's three
+    pytest-xdist processes share their run's base temp (each has its own folder in it), so the
+    first to ask builds while the others wait on a lock, then all get the same folder. Its
+    users only read it. A build that failed is done again by the next to ask."""
+    shared = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        shared = shared.parent
+    folder, built = shared / name, shared / f"{name}.built"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            built.touch()
+    return folder
+
+
 def built_tiny_model(venv: Path, tmp_path_factory: pytest.TempPathFactory, name: str,
-                     **env: str) -> Path:
-    """A new folder where `venv`'s python ran tiny_model.py with no hub: its `model`
-    (save_pretrained) and `data.jsonl` (alpaca rows)."""
-    root = tmp_path_factory.mktemp(f"tiny-{name}")
-    home = tmp_path_factory.mktemp(f"tiny-{name}-home")
-    result = subprocess.run([str(venv / "bin" / "python"), str(PROGRAMS / "tiny_model.py"),
-                             str(root)], env=clean_env(home, **{"HF_HUB_OFFLINE": "1", **env}),
-                            capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr
-    return root
+                     finish: Callable[[Path], None], **env: str) -> Path:
+    """The folder where `venv`'s python ran tiny_model.py with no hub, its `model`
+    (save_pretrained) and `data.jsonl` (alpaca rows), then `finish` shaped it for a trainer:
+    once a test run (about ten seconds of processor time each)."""
+    def build(root: Path) -> None:
+        home = tmp_path_factory.mktemp(f"tiny-{name}-home")
+        result = subprocess.run([str(venv / "bin" / "python"), str(PROGRAMS / "tiny_model.py"),
+                                 str(root)],
+                                env=clean_env(home, **{"HF_HUB_OFFLINE": "1", **env}),
+                                capture_output=True, text=True, timeout=300, check=False)
+        assert result.returncode == 0, result.stderr
+        finish(root)
+
+    return once_per_run(tmp_path_factory, f"tiny-{name}", build)
 
 
 @dataclass(frozen=True)
@@ -119,12 +146,15 @@ def axolotl_newest_venv() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model(axolotl_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> TinyModel:
-    root = built_tiny_model(axolotl_venv, tmp_path_factory, "axolotl", **OFFLINE)
-    # save_pretrained writes the weights 0600: a container step that runs as another user
-    # must still read them.
+    return TinyModel(built_tiny_model(axolotl_venv, tmp_path_factory, "axolotl",
+                                      readable_by_all, **OFFLINE))
+
+
+def readable_by_all(root: Path) -> None:
+    """save_pretrained writes the weights 0600: a container step that runs as another user
+    must still read them."""
     for path in (root, *root.rglob("*")):
         path.chmod(0o755 if path.is_dir() else 0o644)
-    return TinyModel(root)
 
 
 def lora_config(model: TinyModel, **overrides: object) -> dict:

@@ -42,12 +42,18 @@ def llamafactory_venv() -> Path:
 @pytest.fixture(scope="session")
 def tiny_factory(llamafactory_venv: Path,
                  tmp_path_factory: pytest.TempPathFactory) -> TinyFactory:
-    root = built_tiny_model(llamafactory_venv, tmp_path_factory, "llamafactory")
+    root = built_tiny_model(llamafactory_venv, tmp_path_factory, "llamafactory",
+                            with_dataset_dir)
+    return TinyFactory(root / "model", root / "data")
+
+
+def with_dataset_dir(root: Path) -> None:
+    """The alpaca rows as the dataset_dir `data` LLaMA-Factory reads, DATASET in its
+    dataset_info.json."""
     data = root / "data"
     data.mkdir()
     (root / "data.jsonl").rename(data / "tiny.jsonl")
     (data / "dataset_info.json").write_text(json.dumps({DATASET: {"file_name": "tiny.jsonl"}}))
-    return TinyFactory(root / "model", data)
 
 
 def lora_config(tiny: TinyFactory, **overrides: object) -> dict:

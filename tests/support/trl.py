@@ -38,14 +38,18 @@ def trl_venv() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_sft(trl_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> TinySft:
-    root = built_tiny_model(trl_venv, tmp_path_factory, "trl")
+    root = built_tiny_model(trl_venv, tmp_path_factory, "trl", with_sft_dataset)
+    return TinySft(root / "model", root / "sft")
+
+
+def with_sft_dataset(root: Path) -> None:
+    """The alpaca rows as the dataset folder `sft` of prompt/completion rows TRL loads."""
     data = root / "sft"
     data.mkdir()
     rows = [json.loads(line) for line in (root / "data.jsonl").read_text().splitlines()]
     (data / "train.jsonl").write_text("".join(
         json.dumps({"prompt": row["instruction"], "completion": " " + row["output"]}) + "\n"
         for row in rows))
-    return TinySft(root / "model", data)
 
 
 def sft_config(tiny: TinySft, **overrides: object) -> dict:
