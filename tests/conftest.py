@@ -18,6 +18,7 @@ import pytest
 
 from compiler.cli.main import main
 from compiler.pipeline.pipeline import compile_files
+from tests.support.shared import run_temp
 from tests.support.slurm_cluster import SlurmCluster, missing_programs
 
 TESTS = Path(__file__).resolve().parent
@@ -64,11 +65,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def compile_cache(tmp_path_factory: pytest.TempPathFactory):
-    """obc's cache for the whole session, away from the user's: records are keyed by all they
-    depend on, so sharing them between tests is sound. A test of the cache itself, or of
-    what shellcheck is run with, points OBC_COMPILE_CACHE at a folder of its own."""
+    """obc's cache for the whole test run, away from the user's: records are keyed by all they
+    depend on, so sharing them between tests, and between the run's processes (as obc's
+    compiles share a user's cache), is sound; the library's findings are made once a run. A
+    test of the cache itself, or of what shellcheck is run with, points OBC_COMPILE_CACHE at
+    a folder of its own."""
+    cache = run_temp(tmp_path_factory) / "obc-cache"
+    cache.mkdir(mode=0o700, exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OBC_COMPILE_CACHE", str(tmp_path_factory.mktemp("obc-cache")))
+        patch.setenv("OBC_COMPILE_CACHE", str(cache))
         yield
 
 

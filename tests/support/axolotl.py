@@ -12,16 +12,16 @@ steps with a checkpoint at each, and merges it, in about 20 s a command on one C
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.shared import once_per_run
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 TESTS = Path(__file__).resolve().parent.parent
@@ -64,26 +64,6 @@ def installed_venv(venv: Path, title: str, variable: str) -> Path:
     if not (venv / "obc-installed").is_file():
         pytest.fail(f"no {title} venv at {venv} ({variable}): tests/run installs it")
     return venv
-
-
-def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str,
-                 build: Callable[[Path], None]) -> Path:
-    """The folder `name` that `build` filled, once for the whole test run: tests/run's three
-    pytest-xdist processes share their run's base temp (each has its own folder in it), so the
-    first to ask builds while the others wait on a lock, then all get the same folder. Its
-    users only read it. A build that failed is done again by the next to ask."""
-    shared = tmp_path_factory.getbasetemp()
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        shared = shared.parent
-    folder, built = shared / name, shared / f"{name}.built"
-    with open(shared / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not built.exists():
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir()
-            build(folder)
-            built.touch()
-    return folder
 
 
 def built_tiny_model(venv: Path, tmp_path_factory: pytest.TempPathFactory, name: str,
