@@ -195,6 +195,11 @@ def plan_json(job: Job) -> str:
     return "".join(out)
 
 
+# Each example compares a changed job's plan with its base job's, which is one of a few:
+# each base job's plan once (a plan reads the trainers' embedded configs, most of its time).
+base_plan_json = cache(plan_json)
+
+
 def what_it_does(job: Job) -> str:
     """The script but its summary (header and --help) and record: what it does, not how it
     describes itself."""
@@ -233,7 +238,7 @@ def test_a_change_to_any_field_changes_the_plans_json(path, data):
         new = data.draw(other_values(path, value, hint))
     changed = replaced(job, steps, new)
     assert diff_meaning(meaning(job), meaning(changed))  # a change line, always
-    if path in NOT_REVIEWABLE or plan_json(changed) != plan_json(job):
+    if path in NOT_REVIEWABLE or plan_json(changed) != base_plan_json(job):
         return
     assert what_it_does(changed) == what_it_does(job), \
         f"{path}: {value!r} → {new!r} changes what the script does, not its bill"
