@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import tempfile
 import tracemalloc
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,10 +29,9 @@ from tests.compile.diagnostics.harness import run_obc
 pytestmark = pytest.mark.slow  # about a minute of inputs
 
 # The deadline is far above the few milliseconds an input takes: it bounds time without
-# depending on the machine's load. `bounded_memory` checks once per test, not per input.
+# depending on the machine's load.
 FUZZ = settings(derandomize=True, database=None, deadline=timedelta(seconds=20),
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 WORDS = [
     "version", "id", "description", "runtime", "kind", "docker", "podman", "native", "image",
@@ -164,42 +162,42 @@ MAX_MEMORY = 50 * 1024 * 1024
 
 
 def fuzz(content: bytes, *command: str) -> None:
+    """Check obc's outcome on `content`, and bound the peak of what it allocates for it.
+
+    Allocations are traced only while obc runs: the process's peak memory would also count
+    whatever earlier tests left behind, and tracing Hypothesis's drawing of the inputs too
+    would slow every allocation it makes."""
     with tempfile.TemporaryDirectory(prefix="obc-fuzz-") as tmp:
         run_file = Path(tmp, "run.yaml")
         run_file.write_bytes(content)
-        tracemalloc.reset_peak()
-        check_outcome(run_file, Path(tmp, "out"), *command)
-        assert tracemalloc.get_traced_memory()[1] < MAX_MEMORY
-
-
-@pytest.fixture
-def bounded_memory() -> Iterator[None]:
-    """Traces allocations, so that `fuzz` can bound the peak of each input by itself (the
-    process's peak memory would also count whatever earlier tests left behind)."""
-    tracemalloc.start()
-    yield
-    tracemalloc.stop()
+        tracemalloc.start()
+        try:
+            check_outcome(run_file, Path(tmp, "out"), *command)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < MAX_MEMORY
 
 
 @settings(FUZZ, max_examples=400)
 @given(BYTES)
-def test_arbitrary_bytes_validate_or_fail_with_located_problems(bounded_memory, content):
+def test_arbitrary_bytes_validate_or_fail_with_located_problems(content):
     fuzz(content, "validate")
 
 
 @settings(FUZZ, max_examples=150)
 @given(BYTES)
-def test_arbitrary_bytes_compile_or_fail_with_located_problems(bounded_memory, content):
+def test_arbitrary_bytes_compile_or_fail_with_located_problems(content):
     fuzz(content, "compile")
 
 
 @settings(FUZZ, max_examples=300)
 @given(DOCUMENTS)
-def test_arbitrary_documents_validate_or_fail_with_located_problems(bounded_memory, text):
+def test_arbitrary_documents_validate_or_fail_with_located_problems(text):
     fuzz(text.encode("utf-8", "surrogatepass"), "validate")
 
 
 @settings(FUZZ, max_examples=100)
 @given(st.one_of(run_files(broken=False).map(lambda doc: dump(doc, False)), DOCUMENTS))
-def test_arbitrary_documents_compile_or_fail_with_located_problems(bounded_memory, text):
+def test_arbitrary_documents_compile_or_fail_with_located_problems(text):
     fuzz(text.encode("utf-8", "surrogatepass"), "compile")
