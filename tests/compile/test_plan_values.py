@@ -160,6 +160,16 @@ def test_a_hostile_jobs_record_reads_back_as_the_job_whole(run, tmp_path_factory
     assert files_alone == job
 
 
+# Built once: a recursive strategy made anew on each draw has Hypothesis work out its
+# properties anew.
+HOSTILE_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.sampled_from(
+        ["", "type", "sha256:" + "0" * 64, "x\u202ey", "container"]),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(
+        st.sampled_from(["type", "sha256", "argv", "a"]), inner, max_size=2),
+    max_leaves=4)
+
+
 @settings(derandomize=True, database=None, max_examples=150, deadline=None)
 @given(data=st.data())
 def test_a_hostile_record_never_breaks_plan(tmp_path_factory, data):
@@ -172,12 +182,7 @@ def test_a_hostile_record_never_breaks_plan(tmp_path_factory, data):
     record = meaning(job)
     paths = list(_leaves(record))
     path = data.draw(st.sampled_from(paths))
-    hostile = data.draw(st.recursive(
-        st.none() | st.booleans() | st.integers() | st.sampled_from(
-            ["", "type", "sha256:" + "0" * 64, "x\u202ey", "container"]),
-        lambda inner: st.lists(inner, max_size=2) | st.dictionaries(
-            st.sampled_from(["type", "sha256", "argv", "a"]), inner, max_size=2),
-        max_leaves=4))
+    hostile = data.draw(HOSTILE_VALUES)
     _set(record, path, hostile)
     for change in diff_meaning(record, meaning(job)):
         assert "\n" not in change.text()

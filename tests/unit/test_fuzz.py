@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import tempfile
 import tracemalloc
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,10 +29,9 @@ from tests.compile.diagnostics.harness import run_obc
 pytestmark = pytest.mark.slow  # about a minute of inputs
 
 # The deadline is far above the few milliseconds an input takes: it bounds time without
-# depending on the machine's load. `bounded_memory` checks once per test, not per input.
+# depending on the machine's load.
 FUZZ = settings(derandomize=True, database=None, deadline=timedelta(seconds=20),
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 WORDS = [
     "version", "id", "description", "runtime", "kind", "docker", "podman", "native", "image",
@@ -58,34 +56,44 @@ NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True)
 ARGUMENTS = st.lists(st.one_of(TEXT, st.sampled_from(WORDS)), max_size=5)
 PROGRAMS = st.one_of(st.from_regex(r"[a-z][a-z0-9_./-]{0,8}", fullmatch=True),
                      st.sampled_from(["python", "~/bin/x", "./train.sh", "/usr/bin/env"]))
+# The run file's fields, built once: a strategy made anew on each draw has Hypothesis work
+# out its properties anew, which took most of the time of drawing a run file.
+KINDS = st.sampled_from(["docker", "podman", "native"])
+GPUS = st.one_of(st.sampled_from(["all", "none"]),
+                 st.lists(st.integers(0, 16), min_size=1, max_size=3, unique=True))
+EXTRA_ARGUMENTS = ARGUMENTS.filter(bool)
+IDS = st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,20}", fullmatch=True)
+DESCRIPTIONS = st.text(st.one_of(PRINTABLE, st.just("\n")), max_size=40)
+STEP_NAMES = st.lists(st.from_regex(r"[a-z][a-z0-9_-]{0,6}", fullmatch=True),
+                      min_size=1, max_size=3, unique=True)
+ENVS = st.dictionaries(NAMES, st.one_of(TEXT, st.integers(0, 10**6)), max_size=3)
+SECRETS = st.lists(NAMES, max_size=2, unique=True)
+RUN_DIRS = st.sampled_from(["~", "~/r", "runs/x", "/srv/r ~ x"])
 
 
 @st.composite
 def run_files(draw: st.DrawFn, *, broken: bool = True) -> dict[str, Any]:
     """A run file built field by field: valid, or (when `broken`) often with one bad field."""
-    kind = draw(st.sampled_from(["docker", "podman", "native"]))
+    kind = draw(KINDS)
     runtime: dict[str, Any] = {"kind": kind}
     if draw(st.booleans()):
-        runtime["gpus"] = draw(st.one_of(st.sampled_from(["all", "none"]),
-                                         st.lists(st.integers(0, 16), min_size=1, max_size=3,
-                                                  unique=True)))
+        runtime["gpus"] = draw(GPUS)
     if kind != "native" and draw(st.booleans()):
-        runtime["extra_args"] = [f"-{arg}" for arg in draw(ARGUMENTS.filter(bool))]
+        runtime["extra_args"] = [f"-{arg}" for arg in draw(EXTRA_ARGUMENTS)]
         runtime["mounts"] = [{"source": "~/" + draw(PATH_TEXT),
                               "target": "/d" + draw(PATH_TEXT)}]
     if kind == "native" and draw(st.booleans()):
         runtime["venv"] = "~/" + draw(PATH_TEXT)
     doc: dict[str, Any] = {
         "version": 1,
-        "id": draw(st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,20}", fullmatch=True)),
-        "description": draw(st.text(st.one_of(PRINTABLE, st.just("\n")), max_size=40)),
+        "id": draw(IDS),
+        "description": draw(DESCRIPTIONS),
         "runtime": runtime,
         "steps": [{"name": name, "run": [draw(PROGRAMS), *draw(ARGUMENTS)]}
-                  for name in draw(st.lists(st.from_regex(r"[a-z][a-z0-9_-]{0,6}", fullmatch=True),
-                                            min_size=1, max_size=3, unique=True))],
-        "env": draw(st.dictionaries(NAMES, st.one_of(TEXT, st.integers(0, 10**6)), max_size=3)),
-        "secrets": draw(st.lists(NAMES, max_size=2, unique=True)),
-        "paths": {"run_dir": draw(st.sampled_from(["~", "~/r", "runs/x", "/srv/r ~ x"]))},
+                  for name in draw(STEP_NAMES)],
+        "env": draw(ENVS),
+        "secrets": draw(SECRETS),
+        "paths": {"run_dir": draw(RUN_DIRS)},
     }
     if broken and draw(st.integers(0, 2)) == 0:
         section = draw(st.sampled_from(sorted(doc)))
@@ -154,42 +162,42 @@ MAX_MEMORY = 50 * 1024 * 1024
 
 
 def fuzz(content: bytes, *command: str) -> None:
+    """Check obc's outcome on `content`, and bound the peak of what it allocates for it.
+
+    Allocations are traced only while obc runs: the process's peak memory would also count
+    whatever earlier tests left behind, and tracing Hypothesis's drawing of the inputs too
+    would slow every allocation it makes."""
     with tempfile.TemporaryDirectory(prefix="obc-fuzz-") as tmp:
         run_file = Path(tmp, "run.yaml")
         run_file.write_bytes(content)
-        tracemalloc.reset_peak()
-        check_outcome(run_file, Path(tmp, "out"), *command)
-        assert tracemalloc.get_traced_memory()[1] < MAX_MEMORY
-
-
-@pytest.fixture
-def bounded_memory() -> Iterator[None]:
-    """Traces allocations, so that `fuzz` can bound the peak of each input by itself (the
-    process's peak memory would also count whatever earlier tests left behind)."""
-    tracemalloc.start()
-    yield
-    tracemalloc.stop()
+        tracemalloc.start()
+        try:
+            check_outcome(run_file, Path(tmp, "out"), *command)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < MAX_MEMORY
 
 
 @settings(FUZZ, max_examples=400)
 @given(BYTES)
-def test_arbitrary_bytes_validate_or_fail_with_located_problems(bounded_memory, content):
+def test_arbitrary_bytes_validate_or_fail_with_located_problems(content):
     fuzz(content, "validate")
 
 
 @settings(FUZZ, max_examples=150)
 @given(BYTES)
-def test_arbitrary_bytes_compile_or_fail_with_located_problems(bounded_memory, content):
+def test_arbitrary_bytes_compile_or_fail_with_located_problems(content):
     fuzz(content, "compile")
 
 
 @settings(FUZZ, max_examples=300)
 @given(DOCUMENTS)
-def test_arbitrary_documents_validate_or_fail_with_located_problems(bounded_memory, text):
+def test_arbitrary_documents_validate_or_fail_with_located_problems(text):
     fuzz(text.encode("utf-8", "surrogatepass"), "validate")
 
 
 @settings(FUZZ, max_examples=100)
 @given(st.one_of(run_files(broken=False).map(lambda doc: dump(doc, False)), DOCUMENTS))
-def test_arbitrary_documents_compile_or_fail_with_located_problems(bounded_memory, text):
+def test_arbitrary_documents_compile_or_fail_with_located_problems(text):
     fuzz(text.encode("utf-8", "surrogatepass"), "compile")

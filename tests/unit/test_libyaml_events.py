@@ -48,40 +48,54 @@ SCALARS += [f'"x\\{escape}y"' for escape in [*"0abtnvfre \"/\\N_LP", "x41", "u26
 BLOCK_HEADERS = ["|", ">", "|-", ">-", "|+", ">+", "|2", ">1-"]
 PIECES = [*KNOWN_DIFFERENCES, ":", ": ", "-", "- ", " ", "  ", "\n", "#", " # c", ",", "[", "]",
           "{", "}", "'", '"', "\\", "---", "...", "|", ">", "é", "\n  ", "\n- "]
+# The documents' parts, built once: a strategy made anew on each draw has Hypothesis work out
+# its properties (a sampled_from's label hashes every element) anew, most of a draw's time.
+INDENT_WIDTHS = st.sampled_from([2, 4])
+LEADS = st.sampled_from(["key: ", "k2: ", "- ", "é: ", '"q k": ', "a b: "])
+LINE_KINDS = st.sampled_from(["scalar", "scalar", "block", "nested", "comment"])
+BLOCK_BODIES = st.lists(st.sampled_from(["x", "  y", "", "z z", "# no"]), min_size=1,
+                        max_size=3)
+BLOCK_INDENTS = st.sampled_from([1, 2])
+ANY_BLOCK_HEADER = st.sampled_from(BLOCK_HEADERS)
+ANY_SCALAR = st.sampled_from(SCALARS)
+COMMENTS = st.sampled_from(["", " # c", "  #x"])
+ANY_PIECE = st.sampled_from(PIECES)
 
 
 @st.composite
 def documents(draw: st.DrawFn, depth: int = 0) -> str:
     """A block YAML document: mappings, lists, scalars, block scalars and comments."""
-    indent = " " * draw(st.sampled_from([2, 4])) * depth
+    indent = " " * draw(INDENT_WIDTHS) * depth
     lines = []
     for _ in range(draw(st.integers(1, 4))):
-        lead = draw(st.sampled_from(["key: ", "k2: ", "- ", "é: ", '"q k": ', "a b: "]))
-        kind = draw(st.sampled_from(["scalar", "scalar", "block", "nested", "comment"]))
+        lead = draw(LEADS)
+        kind = draw(LINE_KINDS)
         if kind == "nested" and depth < 3:
-            lines.append(f"{indent}{lead.rstrip()}\n{draw(documents(depth + 1))}")
+            lines.append(f"{indent}{lead.rstrip()}\n{draw(DOCUMENTS[depth + 1])}")
         elif kind == "block":
-            body = draw(st.lists(st.sampled_from(["x", "  y", "", "z z", "# no"]), min_size=1,
-                                 max_size=3))
-            inner = indent + " " * draw(st.sampled_from([1, 2]))
+            body = draw(BLOCK_BODIES)
+            inner = indent + " " * draw(BLOCK_INDENTS)
             text = "".join(f"{inner}{line}\n" if line else "\n" for line in body)
-            lines.append(f"{indent}{lead}{draw(st.sampled_from(BLOCK_HEADERS))}\n{text}")
+            lines.append(f"{indent}{lead}{draw(ANY_BLOCK_HEADER)}\n{text}")
         elif kind == "comment":
-            lines.append(f"{indent}# {draw(st.sampled_from(SCALARS))}\n")
+            lines.append(f"{indent}# {draw(ANY_SCALAR)}\n")
         else:
-            comment = draw(st.sampled_from(["", " # c", "  #x"]))
-            lines.append(f"{indent}{lead}{draw(st.sampled_from(SCALARS))}{comment}\n")
+            comment = draw(COMMENTS)
+            lines.append(f"{indent}{lead}{draw(ANY_SCALAR)}{comment}\n")
     return "".join(lines)
+
+
+DOCUMENTS = [documents(depth) for depth in range(4)]  # by depth, built once
 
 
 @st.composite
 def mutated(draw: st.DrawFn) -> str:
     """A document with pieces inserted or replaced, around what 1.1 and 1.2 read otherwise."""
-    text = draw(documents())
+    text = draw(DOCUMENTS[0])
     for _ in range(draw(st.integers(0, 3))):
         at = draw(st.integers(0, len(text)))
         cut = draw(st.integers(0, 2))
-        text = text[:at] + draw(st.sampled_from(PIECES)) + text[at + cut:]
+        text = text[:at] + draw(ANY_PIECE) + text[at + cut:]
     return text
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
@@ -51,26 +52,32 @@ SLURM = st.fixed_dictionaries({}, optional={
 OUTPUT_DIR = st.sampled_from(["./outputs/a b", "./o'ut", "./$x", "outputs", "./’"])
 # Names that are also a command's name or a reserved word.
 NAME = st.sampled_from(["shape", "wait", "ls", "do", "a.b-1", "x_2", "type", "engine"])
+# The run file's parts, built once (as `_runtime_options` is, by kind): a strategy made anew
+# on each draw has Hypothesis work out its properties anew, much of the time of a draw.
+KINDS = st.sampled_from(["docker", "podman", "apptainer", "enroot", "native"])
+STOP_TIMEOUT = st.fixed_dictionaries({}, optional={"stop_timeout": st.integers(1, 600)})
+STEPS = st.lists(st.tuples(NAME.filter(lambda n: "." not in n), PROGRAM,
+                           st.lists(VALUE, max_size=3)),
+                 min_size=1, max_size=3, unique_by=lambda step: step[0])
+PATHS = st.fixed_dictionaries({}, optional={"run_dir": PATH, "cache_dir": PATH})
+ENV = st.fixed_dictionaries({"A": VALUE, "PYTHONPATH": VALUE})
+RETRY_AND_SLURM = st.fixed_dictionaries({}, optional={"retry": RETRY, "slurm": SLURM})
+TRAINER_ARGS = st.lists(VALUE, max_size=2)
 
 
 @st.composite
 def run_files(draw) -> tuple[dict, str]:
     """A run file whose every free-text field holds hostile values, and an embedded file."""
-    kind = draw(st.sampled_from(["docker", "podman", "apptainer", "enroot", "native"]))
-    runtime: dict = {"kind": kind, **draw(_runtime_options(kind)),
-                     **draw(st.fixed_dictionaries({}, optional={
-                         "stop_timeout": st.integers(1, 600)}))}
-    steps = draw(st.lists(st.tuples(NAME.filter(lambda n: "." not in n), PROGRAM,
-                                    st.lists(VALUE, max_size=3)),
-                          min_size=1, max_size=3, unique_by=lambda step: step[0]))
+    kind = draw(KINDS)
+    runtime: dict = {"kind": kind, **draw(_runtime_options(kind)), **draw(STOP_TIMEOUT)}
+    steps = draw(STEPS)
     data = {
         "version": 1, "id": draw(NAME), "description": draw(VALUE), "runtime": runtime,
-        "paths": draw(st.fixed_dictionaries({}, optional={"run_dir": PATH,
-                                                          "cache_dir": PATH})),
-        "env": draw(st.fixed_dictionaries({"A": VALUE, "PYTHONPATH": VALUE})),
+        "paths": draw(PATHS),
+        "env": draw(ENV),
         "files": {"notes.txt": "notes.txt"},
         "secrets": ["HF_TOKEN", {"name": "lower_case", "required": False}],
-        **draw(st.fixed_dictionaries({}, optional={"retry": RETRY, "slurm": SLURM})),
+        **draw(RETRY_AND_SLURM),
     }
     if kind == "enroot":  # its steps are srun steps
         data.setdefault("slurm", {})
@@ -81,10 +88,11 @@ def run_files(draw) -> tuple[dict, str]:
         data["trainer"] = {"axolotl": {
             "config": {"base_model": draw(LINE), "output_dir": draw(OUTPUT_DIR),
                        "learning_rate": 2e-4},
-            "args": draw(st.lists(VALUE, max_size=2)), "merge": draw(st.booleans())}}
+            "args": draw(TRAINER_ARGS), "merge": draw(st.booleans())}}
     return data, draw(VALUE)
 
 
+@cache
 def _runtime_options(kind: str) -> st.SearchStrategy[dict]:
     if kind == "native":
         return st.fixed_dictionaries({}, optional={"venv": PATH, "env_file": PATH})
