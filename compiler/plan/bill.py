@@ -386,25 +386,27 @@ def _egress(job: Job, images: tuple[Image, ...]) -> tuple[Egress, ...]:
     container = job.container
     if container is not None and set(container.extra_args) & set(NO_NETWORK):
         return tuple(found)  # the steps have no network; only the engine pulls
+    configs = _trainer_configs(job)  # parsed once for both questions below
     if env.get("HF_HUB_OFFLINE", "").upper() not in HF_OFFLINE_VALUES:
         found.append(Egress("huggingface.co", "Hugging Face Hub: the models, datasets and "
                             "tokenizers the steps name", "HF_HUB_OFFLINE=1"))
-    if env.get("WANDB_MODE", "") not in WANDB_OFF_VALUES and _reports_to_wandb(job):
+    if env.get("WANDB_MODE", "") not in WANDB_OFF_VALUES and _reports_to_wandb(job, configs):
         found.append(Egress("api.wandb.ai", "Weights & Biases: the steps' metrics and logs",
                             "WANDB_MODE=offline"))
-    push = _hub_push(job)
+    push = _hub_push(configs)
     if push is not None:
         found.append(push)
     return tuple(found)
 
 
-def _reports_to_wandb(job: Job) -> bool:
+def _reports_to_wandb(job: Job, configs: dict[TrainerKind, dict]) -> bool:
     """Whether the steps send W&B their metrics. A trainer's config says so: Axolotl's
     wandb_project (which `--wandb-project` on its command line sets too), transformers'
     report_to naming wandb or all (TRL, LLaMA-Factory; its default is none); an environment
     variable alone does not switch either on. A job without a trainer config runs programs
-    obc cannot see into: they report when the run file gives them W&B's project or key."""
-    trainer_configs = list(_trainer_configs(job).values())
+    obc cannot see into: they report when the run file gives them W&B's project or key.
+    `configs` are the job's trainer configs (_trainer_configs)."""
+    trainer_configs = list(configs.values())
     if not trainer_configs:
         names = {*dict(job.env), *(secret.name for secret in job.secrets)}
         return bool(names & set(WANDB_SETTINGS))
@@ -431,11 +433,11 @@ def _named_options(argv: tuple[str, ...]) -> dict[str, str]:
     return options
 
 
-def _hub_push(job: Job) -> Egress | None:
+def _hub_push(configs: dict[TrainerKind, dict]) -> Egress | None:
     """Where the job's trainer pushes the model, if its config says so: Axolotl when it names
     a hub_model_id; TRL with push_to_hub, to hub_model_id or the token's user's repository
-    named after output_dir (transformers' default)."""
-    configs = _trainer_configs(job)
+    named after output_dir (transformers' default). `configs` are the job's trainer configs
+    (_trainer_configs)."""
     if AXOLOTL in configs:
         hub = configs[AXOLOTL].get("hub_model_id")
         return None if hub is None else Egress(
