@@ -329,8 +329,13 @@ class Job:
     def step_inputs(self, step: Step) -> str:
         """What the record that a step finished names: the training inputs, and for a step
         after train, a hash of its own command too."""
-        return finished_inputs(self.training_inputs,
-                               None if self.is_training_step(step) else step.argv)
+        return self.training_inputs + self.step_inputs_suffix(step)
+
+    def step_inputs_suffix(self, step: Step) -> str:
+        """What step_inputs adds to the training inputs: nothing for a training step, the
+        hash of its command for a step after train. A render asks for it of every step, and
+        for the training inputs once: those hash every embedded file each time."""
+        return finished_inputs("", None if self.is_training_step(step) else step.argv)
 
     @property
     def _program(self) -> str:

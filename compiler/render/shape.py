@@ -70,7 +70,8 @@ def shape_printer(job: Job) -> ShapePrinter:
     """The printer that writes the shape of `job`'s script."""
     # The hashes the model derives (the training inputs) are values too, of letters and
     # digits only: each distinct one gets a placeholder of its own, whatever its digits.
-    hashes = (job.training_inputs, *(job.step_inputs(step) for step in job.steps))
+    inputs = job.training_inputs
+    hashes = (inputs, *(inputs + job.step_inputs_suffix(step) for step in job.steps))
     return ShapePrinter(job_strings(job), hashes)
 
 
