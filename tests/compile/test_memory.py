@@ -7,13 +7,13 @@ run are kept. So three times the run files take about the memory of one time as 
 from __future__ import annotations
 
 import sys
-import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from compiler.cli.main import main
 from compiler.core import workers
+from tests.support.memory import traced_peak
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from compile_bench import make_runs  # noqa: E402
@@ -26,12 +26,9 @@ def peak_bytes(tmp_path: Path, runs: int, check: bool) -> int:
     command = ["compile", str(tmp_path / f"runs{runs}"), "-o", str(tmp_path / f"out{runs}")]
     if check:
         assert main(command) == 0
-    tracemalloc.start()
-    try:
-        assert main([*command, *(["--check"] if check else [])]) == 0
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    code, peak = traced_peak(lambda: main([*command, *(["--check"] if check else [])]))
+    assert code == 0
+    return peak
 
 
 @pytest.mark.slow  # compiles 600 run files

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import tempfile
-import tracemalloc
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from ruamel.yaml import YAML
 
 from compiler.read.load import display_name
 from tests.compile.diagnostics.harness import run_obc
+from tests.support.memory import traced_peak
 
 pytestmark = pytest.mark.slow  # about a minute of inputs
 
@@ -162,20 +162,11 @@ MAX_MEMORY = 50 * 1024 * 1024
 
 
 def fuzz(content: bytes, *command: str) -> None:
-    """Check obc's outcome on `content`, and bound the peak of what it allocates for it.
-
-    Allocations are traced only while obc runs: the process's peak memory would also count
-    whatever earlier tests left behind, and tracing Hypothesis's drawing of the inputs too
-    would slow every allocation it makes."""
+    """Check obc's outcome on `content`, and bound the peak of what it allocates for it."""
     with tempfile.TemporaryDirectory(prefix="obc-fuzz-") as tmp:
         run_file = Path(tmp, "run.yaml")
         run_file.write_bytes(content)
-        tracemalloc.start()
-        try:
-            check_outcome(run_file, Path(tmp, "out"), *command)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        _, peak = traced_peak(lambda: check_outcome(run_file, Path(tmp, "out"), *command))
         assert peak < MAX_MEMORY
 
 

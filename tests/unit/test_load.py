@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tracemalloc
 import warnings
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from compiler.read import screen
 from compiler.read.axolotl import ConfigError, read_config
 from compiler.read.load import Mark, load_source
 from compiler.read.screen import MAX_DEPTH, MAX_VALUES
+from tests.support.memory import traced_peak
 
 HEAD = "version: 1\nid: r\n"
 
@@ -135,12 +135,7 @@ def test_an_alias_bomb_is_refused_sizing_each_collection_once_in_under_50_mb(
                                                       real_size(measure, node, outer))[1])
 
     _, problems = load_source(path)
-    tracemalloc.start()
-    try:
-        load_source(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = traced_peak(lambda: load_source(path))
 
     (problem,) = problems
     assert problem.message.startswith(f"aliases expand this to more than {MAX_VALUES:,} values")
