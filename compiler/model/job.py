@@ -332,10 +332,10 @@ class Job:
         return self.training_inputs + self.step_inputs_suffix(step)
 
     def step_inputs_suffix(self, step: Step) -> str:
-        """What step_inputs adds to the training inputs: nothing for a training step, the
-        hash of its command for a step after train. A render asks for it of every step, and
-        for the training inputs once: those hash every embedded file each time."""
-        return finished_inputs("", None if self.is_training_step(step) else step.argv)
+        """What step_inputs adds to the training inputs (inputs_suffix). A render asks for
+        it of every step, and for the training inputs once: those hash every embedded file
+        each time."""
+        return inputs_suffix(None if self.is_training_step(step) else step.argv)
 
     @property
     def _program(self) -> str:
@@ -468,9 +468,15 @@ def training_names(names: list[str], checkpoint_step: str | None) -> list[str]:
 def finished_inputs(training_inputs: str, argv: tuple[str, ...] | list[str] | None) -> str:
     """What `.obc/done/STEP` names once a step finished: the training inputs, and for a step
     after train (`argv`: its command; None for a training step) a hash of its command too."""
+    return training_inputs + inputs_suffix(argv)
+
+
+def inputs_suffix(argv: tuple[str, ...] | list[str] | None) -> str:
+    """What finished_inputs adds to the training inputs: nothing for a training step (`argv`
+    None), `+` and a hash of its command for a step after train."""
     if argv is None:
-        return training_inputs
-    return f"{training_inputs}+{hashlib.sha256(json.dumps(argv).encode()).hexdigest()[:16]}"
+        return ""
+    return f"+{hashlib.sha256(json.dumps(argv).encode()).hexdigest()[:16]}"
 
 
 def stage_id(job: str, stage: str) -> str:
