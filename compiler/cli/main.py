@@ -30,10 +30,6 @@ from ..pipeline.pipeline import Options, Result, compile_files
 from ..pipeline.write import Settle, apply, discard, write_atomic
 from ..read.lockfile import default_lock_path, format_lock
 from ..read.sources import allowed_folders
-from ..status.jobs import find_jobs
-from ..status.table import build_row, format_json, format_table
-from ..verify.scripts import verify_script
-from ..verify.verify import format_verdict
 from .reporters import REPORTERS
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -198,6 +194,11 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    # Imported here, as plan's: compile, the command run most, needs neither status nor
+    # verify (4 ms of its start).
+    from ..status.jobs import find_jobs  # noqa: PLC0415
+    from ..status.table import build_row, format_json, format_table  # noqa: PLC0415
+
     jobs = find_jobs(args.paths, args.run_dir_root)
     printed = 0
     while True:
@@ -220,6 +221,8 @@ def _report_page(args: argparse.Namespace) -> int:
     """Write the report of the jobs; exit 1, as status does, if a job's state is unknown."""
     # Imported here: matplotlib is an extra, and heavy.
     from ..report.page import report_page  # noqa: PLC0415
+    from ..status.jobs import find_jobs  # noqa: PLC0415
+    from ..status.table import build_row  # noqa: PLC0415
 
     now = datetime.now(UTC)
     rows = [build_row(job, now) for job in find_jobs(args.paths, args.run_dir_root)]
@@ -253,6 +256,9 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from ..verify.scripts import verify_script  # noqa: PLC0415
+    from ..verify.verify import format_verdict  # noqa: PLC0415
+
     verdicts = [(path, verify_script(path)) for path in args.scripts]
     for path, verdict in verdicts:
         if args.format == "json":

@@ -155,6 +155,25 @@ def test_libyaml_reads_the_common_texts(text):
     assert_read_alike(text)
 
 
+def yaml_12_printable(code: int) -> bool:
+    """YAML 1.2's c-printable (its production 1)."""
+    return code in (0x09, 0x0A, 0x0D, 0x85) or 0x20 <= code <= 0x7E or \
+        0xA0 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or 0x10000 <= code <= 0x10FFFF
+
+
+# Printable in both YAMLs, but a separator or line break in 1.1 and not in 1.2 (tab, CR, NEL,
+# LS, PS), or a mark 1.1 reads otherwise in the text (BOM).
+READ_OTHERWISE = (0x09, 0x0D, 0x85, 0x2028, 0x2029, 0xFEFF)
+
+
+def test_libyaml_reads_every_printable_character_both_yamls_read_alike_and_no_other():
+    # After a non-blank, where only `#` is an indicator libyaml is not given.
+    assert [code for code in range(0x110000)
+            if is_read_alike(f"a{chr(code)}\n") != (yaml_12_printable(code) and
+                                                      code not in (*READ_OTHERWISE, 0x23))] \
+        == []
+
+
 @pytest.mark.parametrize("text", KNOWN_DIFFERENCES)
 def test_what_yaml_1_1_reads_otherwise_is_left_to_ruamel(text):
     assert composed_by_libyaml(f"a: 1\nb: x{text}y\nc: {text}\n{text}d: 2\n") is None
