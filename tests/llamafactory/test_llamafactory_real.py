@@ -33,7 +33,9 @@ from tests.support.llamafactory import (
 )
 from tests.support.trl import global_step
 from tests.trl.test_trl_real import (
+    RESUME_STEPS,
     assert_each_step_logged_once,
+    hold_train_for_its_checkpoint,
     losses,
     saved_on_term,
     trained_a_few_steps,
@@ -87,12 +89,6 @@ def test_a_native_llamafactory_job_trains_with_checkpoints_and_exports(
     assert config["architectures"] == ["LlamaForCausalLM"]
 
 
-# Enough steps that train still runs when the TERM reaches it: transformers' Trainer asks
-# for its checkpoint 3 s after the TERM, by when LLaMA-Factory's torchrun worker has taken
-# more steps (4 to 7 on this machine when it is busy, all of 120 when it is not). The only
-# checkpoint by save_steps is the last, so the one a stopped train leaves is the one the
-# TERM asked for.
-RESUME_STEPS = 300
 
 
 def resumable(job_id: str, venv: Path, tiny: TinyFactory, run_dir: Path, **more: object) -> str:
@@ -133,6 +129,7 @@ def test_a_term_during_train_saves_where_train_is_and_the_next_run_resumes_there
         wait_until(lambda: trained_a_few_steps(run_dir) or job.poll() is not None,
                    "train's first steps", JOB_TIMEOUT)
         job.send_signal(signal.SIGTERM)  # as scancel or a ^C would
+        hold_train_for_its_checkpoint(run_dir)
         _, stderr = job.communicate(timeout=JOB_TIMEOUT)
     finally:
         if job.poll() is None:
@@ -157,6 +154,7 @@ def test_a_slurm_job_stopped_during_train_resumes_in_the_next_job(
     slurm.wait_for(lambda: trained_a_few_steps(run_dir), JOB_TIMEOUT, "train's first steps")
     # What Slurm sends the script at the time limit's lead time, or scancel --signal.
     assert slurm.run("scancel", "--batch", "--signal=TERM", first).returncode == 0
+    hold_train_for_its_checkpoint(run_dir)
     job = slurm.wait(first, timeout=JOB_TIMEOUT)
     log = (tmp_path / f"slurm-resumed-llamafactory-{first}.out").read_text()
     assert job.exit_code == 143, last_lines(log)

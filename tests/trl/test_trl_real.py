@@ -11,10 +11,12 @@ the config.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -84,24 +86,62 @@ def test_a_native_trl_job_trains_with_checkpoints_and_merges(trl_venv, tiny_sft:
     assert config["architectures"] == ["LlamaForCausalLM"]
 
 
-# Enough steps that train still runs when the TERM reaches it: transformers' Trainer asks
-# for its checkpoint 3 s after the TERM, by when the tiny model has taken more steps (60 on
-# this machine when it is busy, 196 when it is not). The only checkpoint by save_steps is
-# the last, so the one a stopped train leaves is the one the TERM asked for.
-RESUME_STEPS = 1000
+# Train's steps. The only checkpoint by save_steps is the last, so the one a stopped train
+# leaves is the one the TERM asked for; hold_train_for_its_checkpoint makes sure train is
+# still training when it asks.
+RESUME_STEPS = 300
 # The steps train takes before it is stopped.
 STOP_AFTER = 5
+# What transformers' Trainer logs (at level info) when the TERM reaches it, and how long it
+# trains on before it asks for its checkpoint (trainer_jit_checkpoint.py: CheckpointManager,
+# kill_wait, a threading.Timer).
+TERM_RECEIVED = "SIGTERM received, will request JIT checkpoint"
+CHECKPOINT_WAIT = 3
 
 
 def resumable(job_id: str, venv: Path, tiny: TinySft, run_dir: Path, **more: object) -> str:
     """A run file whose train takes RESUME_STEPS steps, and saves a checkpoint at the last
-    (obc turns TRL's checkpoint on TERM on: the job is native)."""
+    (obc turns TRL's checkpoint on TERM on: the job is native); it logs at level info, so
+    that its log says when the TERM reached it."""
     return trl_run_file(job_id, venv, sft_config(tiny, max_steps=RESUME_STEPS,
-                                                 save_steps=RESUME_STEPS), run_dir, **more)
+                                                 save_steps=RESUME_STEPS, log_level="info"),
+                        run_dir, **more)
 
 
 def trained_a_few_steps(run_dir: Path) -> bool:
     return losses(run_dir / ".obc/logs/train.1.log") >= STOP_AFTER
+
+
+def hold_train_for_its_checkpoint(run_dir: Path) -> None:
+    """Once train has the TERM, stop every process of its step (they run in the run dir)
+    for longer than the Trainer waits before it asks for its checkpoint, then let them go
+    on: the wait is over, and train saves at the step it was at. Without the hold, a train
+    of the tiny model could take all of its steps in those 3 s (it did, at 140 steps a
+    second), and the test would pass or fail by the machine's speed."""
+    log = run_dir / ".obc/logs/train.1.log"
+    wait_until(lambda: TERM_RECEIVED in log.read_text(errors="replace"),
+               "train's handler of the TERM", JOB_TIMEOUT)
+    step = processes_in(run_dir)
+    for pid in step:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(CHECKPOINT_WAIT + 1)  # the Timer's clock runs on while they are stopped
+    finally:
+        for pid in step:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def processes_in(folder: Path) -> list[int]:
+    """The processes whose working folder is `folder`."""
+    real = os.path.realpath(folder)
+    found = []
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if entry.isdigit() and os.readlink(f"/proc/{entry}/cwd") == real:
+                found.append(int(entry))
+    assert found, f"no process runs in {folder}"
+    return found
 
 
 def saved_on_term(run_dir: Path, outputs: Path, steps: int) -> int:
@@ -163,6 +203,7 @@ def test_a_term_during_train_saves_where_train_is_and_the_next_run_resumes_there
         wait_until(lambda: trained_a_few_steps(run_dir) or job.poll() is not None,
                    "train's first steps", JOB_TIMEOUT)
         job.send_signal(signal.SIGTERM)  # as scancel or a ^C would
+        hold_train_for_its_checkpoint(run_dir)
         _, stderr = job.communicate(timeout=JOB_TIMEOUT)
     finally:
         if job.poll() is None:
@@ -186,6 +227,7 @@ def test_a_slurm_job_stopped_during_train_resumes_in_the_next_job(
     slurm.wait_for(lambda: trained_a_few_steps(run_dir), JOB_TIMEOUT, "train's first steps")
     # What Slurm sends the script at the time limit's lead time, or scancel --signal.
     assert slurm.run("scancel", "--batch", "--signal=TERM", first).returncode == 0
+    hold_train_for_its_checkpoint(run_dir)
     job = slurm.wait(first, timeout=JOB_TIMEOUT)
     log = (tmp_path / f"slurm-resumed-trl-{first}.out").read_text()
     assert job.exit_code == 143, last_lines(log)
