@@ -10,8 +10,9 @@ import pytest
 
 from tests.conftest import SHELLS, compile_text, start_script, write_script
 from tests.script.test_apptainer_jobs import run_file
-from tests.script.test_signals import SIGNALS, alive, group_members, step_records, stop_with
+from tests.script.test_signals import SIGNALS, step_records, stop_with
 from tests.support.engines import wait_until
+from tests.support.processes import alive, group_members
 
 TWO_STEPS = """\
 steps:

@@ -20,8 +20,8 @@ import pytest
 
 from tests.conftest import SHELLS, compile_text, container_name, start_script, write_script
 from tests.engines.test_engines import engine_env, job_id, run_file
-from tests.script.test_signals import alive, group_members
 from tests.support.engines import Engine, trainer_records, wait_until
+from tests.support.processes import GONE, alive, group_members, stat_fields
 
 # The review's step: it writes its own pid into the run dir every second, for ever.
 WRITER = "while :; do echo $$ >> shared-output.txt; sleep 1; done"
@@ -159,10 +159,9 @@ def lock_takers(runs: list[subprocess.Popen]) -> list[subprocess.Popen]:
             try:
                 if entry.name.isdigit() and (entry / "cmdline").read_bytes() == \
                         b"flock\x008\x00" and \
-                        (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == \
-                        str(run.pid):
+                        (stat_fields(int(entry.name)) or [None, None])[1] == str(run.pid):
                     return True
-            except (FileNotFoundError, ProcessLookupError):
+            except GONE:
                 continue
         return False
 
@@ -213,7 +212,7 @@ def processes_naming(word: str) -> list[int]:
         try:
             if entry.name.isdigit() and word.encode() in (entry / "cmdline").read_bytes():
                 found.append(int(entry.name))
-        except (FileNotFoundError, ProcessLookupError):
+        except GONE:
             continue
     return found
 

@@ -27,8 +27,8 @@ from tests.script.test_killed_run import (
     writer,  # noqa: F401 (a fixture)
     writers,
 )
-from tests.script.test_signals import alive
 from tests.support.engines import wait_until
+from tests.support.processes import alive
 from tests.support.slurm_cluster import SlurmCluster
 
 QUICK = """\
@@ -193,13 +193,6 @@ slurm: {}
 """
 
 
-def running(pid: int) -> bool:
-    try:
-        return alive(pid)
-    except ProcessLookupError:  # (it ended while /proc was read)
-        return False
-
-
 def on_its_node(run_dir: Path) -> dict[str, str]:
     """The environment of a command run on the node that holds the run dir's lock, as
     Slurm names it: a lock names its machine by SLURMD_NODENAME, and the emulated nodes
@@ -229,7 +222,7 @@ def test_a_slurm_job_killed_with_kill_is_shown_as_killed(slurm: SlurmCluster, sa
     assert job_status(script, killed_dir, env=on_its_node(killed_dir))[1]["state"] == "running"
     (step,) = set(writers(killed_dir))
     os.killpg(step, signal.SIGKILL)
-    slurm.wait_for(lambda: not running(step), 30, "the step to end")
+    slurm.wait_for(lambda: not alive(step), 30, "the step to end")
 
     for run_dir, state in ((running_dir, "running"), (killed_dir, "killed")):
         # On its own node (the lock), and as another machine sees it (Slurm's word).

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import SHELLS, compile_text, container_name, start_script, write_script
 from tests.engines.test_engines import engine_env, job_id, run_file
 from tests.support.engines import trainer_records, wait_until
+from tests.support.processes import alive, group_members
 
 SIGNALS = [("TERM", signal.SIGTERM), ("INT", signal.SIGINT), ("HUP", signal.SIGHUP)]
 TWO_STEPS = """\
@@ -24,29 +25,6 @@ steps:
   - {name: long, run: [record, --grandchild, --sleep, "300"]}
   - {name: after, run: [record, after]}
 """
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a process that has not ended (a zombie has)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def group_members(pgid: int) -> list[int]:
-    """Processes of process group `pgid` that have not ended."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except FileNotFoundError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members.append(int(entry.name))
-    return members
 
 
 def stop_with(script, number: signal.Signals) -> tuple[str, str]:

@@ -16,8 +16,8 @@ from tests.conftest import Sandbox, compile_text, untimed, write_script
 from tests.script.test_apptainer_jobs import run_dir_hash
 from tests.slurm.test_pyxis_plugin import pyxis  # noqa: F401 (the cluster, a fixture)
 from tests.slurm.test_slurm_nodes import FAILING_RANK
+from tests.support.processes import alive
 from tests.support.pyxis import read_records
-from tests.support.slurm_cluster import _alive
 
 pytestmark = pytest.mark.slow
 
@@ -161,7 +161,7 @@ def test_a_stopped_job_ends_its_step_on_every_node(pyxis, sandbox, tmp_path, how
         assert job.exit_code == 143, log
         assert "obc: TERM received, stopping" in log
     for record in sandbox.records():
-        cluster.wait_for(lambda pid=record["pid"]: not _alive(pid), 30, "the task to end")
+        cluster.wait_for(lambda pid=record["pid"]: not alive(pid), 30, "the task to end")
     assert os.path.exists(tmp_path / f"enroot-long-{job_id}.out")
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import alive
 from tests.support.pyxis import fake_pyxis_cluster, read_records
-from tests.support.slurm_cluster import NODES, _alive
+from tests.support.slurm_cluster import NODES
 
 pytestmark = pytest.mark.slow
 
@@ -135,4 +136,4 @@ def test_scancel_ends_a_container_step_on_every_node(pyxis, tmp_path):
     assert cluster.run("scancel", job_id).returncode == 0
     assert cluster.wait(job_id).state == "CANCELLED"
     for record in step_records(pyxis, job_id):
-        cluster.wait_for(lambda pid=record["pid"]: not _alive(pid), 30, "the task to end")
+        cluster.wait_for(lambda pid=record["pid"]: not alive(pid), 30, "the task to end")

@@ -24,6 +24,7 @@ from compiler.validate.rules.sbatch_options import (
 )
 from tests.conftest import REPO, Sandbox, compile_text, container_name, untimed, write_script
 from tests.support.engines import trainer_records
+from tests.support.processes import alive
 from tests.support.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slow
@@ -158,7 +159,7 @@ slurm: {{nodes: {nodes}, gpus_per_node: 1}}
     assert job.exit_code == 128 + 15, log
     assert "obc: TERM received, stopping" in log
     for record in sandbox.records():
-        slurm.wait_for(lambda pid=record["pid"]: not _running(pid), 30, "the step to end")
+        slurm.wait_for(lambda pid=record["pid"]: not alive(pid), 30, "the step to end")
 
 
 def test_scancel_stops_the_job_and_its_step(slurm, sandbox, tmp_path):
@@ -174,7 +175,7 @@ slurm: {}
     job = slurm.wait(job_id)
     assert job.state == "CANCELLED"
     (record,) = sandbox.records()
-    slurm.wait_for(lambda: not _running(record["pid"]), 30, "the step to end")
+    slurm.wait_for(lambda: not alive(record["pid"]), 30, "the step to end")
 
 
 def test_a_requeued_job_skips_the_steps_it_finished(slurm, sandbox, tmp_path):
@@ -258,13 +259,6 @@ def test_sbatch_test_only_accepts_every_compiled_example(slurm, tmp_path):
         assert "to start at" in test.stderr
 
 
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_the_time_limit_signal_reaches_the_trap(slurm, sandbox, tmp_path):
     # A lead time nearly as long as the limit (obc refuses one that leaves no time for the
     # stop): Slurm sends the signal at its first check after 20 s.
@@ -281,7 +275,7 @@ slurm: {time: 2, signal: "B:TERM@100"}
     assert "obc: TERM received, stopping" in log
     # (Slurm's first check may come before the step has started.)
     for record in sandbox.records():
-        slurm.wait_for(lambda pid=record["pid"]: not _running(pid), 30, "the step to end")
+        slurm.wait_for(lambda pid=record["pid"]: not alive(pid), 30, "the step to end")
 
 
 # --- how sbatch reads options: the grounds of obc's rules for slurm.extra ----------------

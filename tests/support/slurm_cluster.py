@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.processes import alive
+
 NODES = ("n1", "n2")
 GPUS_PER_NODE = 8
 FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -243,7 +245,7 @@ class SlurmCluster:
     @staticmethod
     def _end(pid: int, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
-        while _alive(pid):
+        while alive(pid):
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
                 deadline += timeout
@@ -258,13 +260,3 @@ class SlurmCluster:
             time.sleep(0.1)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A daemon that has exited but whose parent has not reaped it yet is not running.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
