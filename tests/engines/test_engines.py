@@ -6,7 +6,6 @@ records what it got into the run dir (see tests/support/engines.py).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
@@ -16,6 +15,7 @@ import pytest
 
 from tests.conftest import compile_text, container_name, start_script, write_script
 from tests.support.engines import FAKE_GPU_ENV, Engine, trainer_records, wait_until
+from tests.support.processes import command_lines
 
 CANARY_MARK = "hf_CANARY_5f0c1b2e"  # unlike anything another process on the machine has
 CANARY = CANARY_MARK + "'\"$(touch PWNED)`id` \\n"
@@ -157,7 +157,7 @@ secrets: [HF_TOKEN]
         wait_until(lambda: len(trainer_records(tmp_path / "run dir")) == 1, "the step to start")
         (record,) = trainer_records(tmp_path / "run dir")
         assert record.env["HF_TOKEN"] == CANARY
-        argvs = all_argv()
+        argvs = command_lines()
         name = container_name(job, tmp_path / "run dir").encode()
         assert any(name in argv for argv in argvs.values())  # the client
         assert [pid for pid, argv in argvs.items() if CANARY_MARK.encode() in argv] == []
@@ -166,13 +166,3 @@ secrets: [HF_TOKEN]
         stdout, stderr = script.communicate(timeout=60)
     assert script.returncode == 143
     assert CANARY_MARK not in stdout + stderr
-
-
-def all_argv() -> dict[int, bytes]:
-    """The argument list of every process on the machine."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):  # ended meanwhile
-                found[int(entry.name)] = (entry / "cmdline").read_bytes()
-    return found

@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import SHELLS, compile_text, container_name, start_script, write_script
 from tests.engines.test_engines import engine_env, job_id, run_file
 from tests.support.engines import Engine, trainer_records, wait_until
-from tests.support.processes import GONE, alive, group_members, stat_fields
+from tests.support.processes import alive, command_lines, group_members, stat_fields
 
 # The review's step: it writes its own pid into the run dir every second, for ever.
 WRITER = "while :; do echo $$ >> shared-output.txt; sleep 1; done"
@@ -154,18 +154,9 @@ def test_a_process_a_killed_step_started_in_a_session_of_its_own_keeps_the_run_d
 
 def lock_takers(runs: list[subprocess.Popen]) -> list[subprocess.Popen]:
     """The runs that wait for their turn to take over the run dir's lock (`flock 8`)."""
-    def waiting(run: subprocess.Popen) -> bool:
-        for entry in Path("/proc").iterdir():
-            try:
-                if entry.name.isdigit() and (entry / "cmdline").read_bytes() == \
-                        b"flock\x008\x00" and \
-                        (stat_fields(int(entry.name)) or [None, None])[1] == str(run.pid):
-                    return True
-            except GONE:
-                continue
-        return False
-
-    return [run for run in runs if waiting(run)]
+    takers = [pid for pid, line in command_lines().items() if line == b"flock\x008\x00"]
+    parents = {fields[1] for pid in takers if (fields := stat_fields(pid))}  # their ppid
+    return [run for run in runs if str(run.pid) in parents]
 
 
 def test_runs_killed_while_they_take_over_a_lock_leave_it_to_exactly_one(
@@ -205,16 +196,11 @@ def running(engine: Engine, name: str) -> bool:
     return done.stdout.strip() == "true"
 
 
-def processes_naming(word: str) -> list[int]:
-    """Processes whose command line has `word` (a container's client and monitor)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and word.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except GONE:
-            continue
-    return found
+def processes_naming(word: str) -> dict[int, list[bytes]]:
+    """The arguments of the processes whose command line has `word` (a container's client
+    and monitor), by pid."""
+    return {pid: line.split(b"\0") for pid, line in command_lines().items()
+            if word.encode() in line}
 
 
 class ContainerRun(NamedTuple):
@@ -271,8 +257,7 @@ def test_the_container_of_a_killed_job_keeps_the_run_dir_until_it_ends(
 
 def client_of(engine: Engine, name: str) -> int:
     """The pid of the `ENGINE run` that started container `name`."""
-    for pid in processes_naming(name):
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    for pid, argv in processes_naming(name).items():
         if argv[0].endswith(engine.name.encode()) and b"run" in argv:
             return pid
     pytest.fail(f"no {engine.name} run for {name}")

@@ -25,6 +25,19 @@ def stat_fields(pid: int) -> list[str] | None:
     return text.rsplit(")", 1)[1].split()
 
 
+def command_lines() -> dict[int, bytes]:
+    """The command line of every process on the machine (its arguments, each ended by a
+    NUL), but those that ended while /proc was read."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                found[int(name)] = Path(f"/proc/{name}/cmdline").read_bytes()
+            except GONE:
+                continue
+    return found
+
+
 def alive(pid: int) -> bool:
     """Whether `pid` is a process that has not ended (a zombie has)."""
     fields = stat_fields(pid)
