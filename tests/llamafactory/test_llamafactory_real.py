@@ -89,8 +89,6 @@ def test_a_native_llamafactory_job_trains_with_checkpoints_and_exports(
     assert config["architectures"] == ["LlamaForCausalLM"]
 
 
-
-
 def resumable(job_id: str, venv: Path, tiny: TinyFactory, run_dir: Path, **more: object) -> str:
     """A run file whose train takes RESUME_STEPS steps, and saves a checkpoint at the last
     (obc turns LLaMA-Factory's checkpoint on TERM on: the job is native)."""

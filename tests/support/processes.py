@@ -38,6 +38,20 @@ def command_lines() -> dict[int, bytes]:
     return found
 
 
+def processes_in(folder: Path) -> list[int]:
+    """The processes whose working folder is `folder`."""
+    real = os.path.realpath(folder)
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.readlink(f"/proc/{name}/cwd") == real:
+                    found.append(int(name))
+            except (*GONE, PermissionError):  # (PermissionError: another user's process)
+                continue
+    return found
+
+
 def alive(pid: int) -> bool:
     """Whether `pid` is a process that has not ended (a zombie has)."""
     fields = stat_fields(pid)

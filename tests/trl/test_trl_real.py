@@ -33,6 +33,7 @@ from tests.axolotl.test_axolotl_real import (
 from tests.conftest import compile_text, untimed, write_script
 from tests.support.axolotl import clean_env
 from tests.support.engines import wait_until
+from tests.support.processes import processes_in
 from tests.support.trl import OUTPUT_DIR, TinySft, global_step, sft_config
 
 pytestmark = pytest.mark.slow
@@ -122,6 +123,7 @@ def hold_train_for_its_checkpoint(run_dir: Path) -> None:
     wait_until(lambda: TERM_RECEIVED in log.read_text(errors="replace"),
                "train's handler of the TERM", JOB_TIMEOUT)
     step = processes_in(run_dir)
+    assert step, f"no process runs in {run_dir}"
     for pid in step:
         os.kill(pid, signal.SIGSTOP)
     try:
@@ -130,18 +132,6 @@ def hold_train_for_its_checkpoint(run_dir: Path) -> None:
         for pid in step:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
-
-
-def processes_in(folder: Path) -> list[int]:
-    """The processes whose working folder is `folder`."""
-    real = os.path.realpath(folder)
-    found = []
-    for entry in os.listdir("/proc"):
-        with contextlib.suppress(OSError):
-            if entry.isdigit() and os.readlink(f"/proc/{entry}/cwd") == real:
-                found.append(int(entry))
-    assert found, f"no process runs in {folder}"
-    return found
 
 
 def saved_on_term(run_dir: Path, outputs: Path, steps: int) -> int:
