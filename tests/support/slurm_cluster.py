@@ -115,6 +115,12 @@ class Job:
         return self.fields["JobState"]
 
     @property
+    def requeued(self) -> bool:
+        """Waiting to start again: pending, with a restart counted (a job pending without
+        one has not started yet)."""
+        return self.state == "PENDING" and self.fields.get("Restarts", "0") != "0"
+
+    @property
     def exit_code(self) -> int:
         """The script's exit code (ExitCode=CODE:SIGNAL)."""
         return int(self.fields["ExitCode"].split(":")[0])
@@ -205,10 +211,12 @@ class SlurmCluster:
                 f"--- the processes:\n{processes}")
 
     def start_requeued(self, job_id: str) -> None:
-        """Let a requeued job start again now, not after the two minutes Slurm makes it
-        wait; but not within the second in which the node revoked the job's credential: the
-        node would refuse to launch it ("Job credential revoked") and the job would fail."""
-        self.wait_for(lambda: self.show(job_id).state == "PENDING", 60,
+        """Let a job start again now once it has been requeued, not after the two minutes
+        Slurm makes it wait; but not within the second in which the node revoked the job's
+        credential: the node would refuse to launch it ("Job credential revoked") and the
+        job would fail. Pending alone is not requeued: a CI run took a job that had not
+        started yet for one."""
+        self.wait_for(lambda: self.show(job_id).requeued, 60,
                       f"job {job_id} to be requeued")
         requeued = int(time.time())
         self.wait_for(lambda: time.time() >= requeued + 2, 10, "the next second but one")
